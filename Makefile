@@ -1,0 +1,42 @@
+# The two commands a new user runs: `make demo` and `make test`. Everything else is here
+# for developers. Each target installs what it needs first.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc)
+
+.PHONY: all demo test test-release test-asan bench deps configure clean
+
+all: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+deps:
+	scripts/install-deps.sh
+
+configure: deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+
+# A short tour: composes heaps and compares them with glibc on allocation-heavy work.
+demo: configure
+	cmake --build $(BUILD) -j $(JOBS) --target heapkit-tour
+	$(BUILD)/examples/heapkit-tour
+
+# Every test, in a release build and in an ASan+UBSan build.
+test: test-release test-asan
+
+test-release: configure
+	cmake --build $(BUILD) -j $(JOBS)
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHEAPKIT_SANITIZE=address,undefined \
+	      -DHEAPKIT_BUILD_BENCH=OFF
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -LE no-sanitizer
+
+# Long benchmarks; figures go to docs/benchmarks.md.
+bench: configure
+	cmake --build $(BUILD) -j $(JOBS)
+	bench/run-layers-bench.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,71 @@
+// BoundedFreelistHeap: keeps at most Bound freed objects on a LIFO list and returns the
+// rest to its parent, so a cache cannot grow without limit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "heapkit/core/HeapContract.h"
+
+namespace heapkit {
+
+inline constexpr std::size_t kUnbounded = SIZE_MAX;
+
+template <std::size_t Bound, Heap Super>
+class BoundedFreelistHeap : public Super {
+ public:
+  using Super::Super;
+  BoundedFreelistHeap() = default;
+
+  ~BoundedFreelistHeap() {
+    while (head_ != nullptr) {
+      Node* node = head_;
+      head_ = node->next;
+      Super::free(node);
+    }
+  }
+
+  void* malloc(std::size_t size) {
+    // When the parent knows sizes, a cached object too small for this request is left
+    // alone, so the list is safe even when requests differ in size.
+    if (head_ != nullptr && fits(head_, size)) {
+      Node* node = head_;
+      head_ = node->next;
+      if constexpr (Bound != kUnbounded) --length_;
+      return node;
+    }
+    return Super::malloc(size);
+  }
+
+  void free(void* object) {
+    if (object == nullptr) return;
+    if constexpr (Bound != kUnbounded) {
+      if (length_ == Bound) {
+        Super::free(object);
+        return;
+      }
+      ++length_;
+    }
+    auto* node = static_cast<Node*>(object);
+    node->next = head_;
+    head_ = node;
+  }
+
+  bool empty() const { return head_ == nullptr; }
+  std::size_t cachedObjects() const requires(Bound != kUnbounded) { return length_; }
+
+ private:
+  struct Node {
+    Node* next;
+  };
+
+  bool fits(Node* node, std::size_t size) {
+    if constexpr (SizedHeap<Super>) return Super::getSize(node) >= size;
+    else return true;
+  }
+
+  Node* head_ = nullptr;
+  [[no_unique_address]] std::conditional_t<Bound != kUnbounded, std::size_t, decltype(nullptr)> length_{};
+};
+
+}  // namespace heapkit

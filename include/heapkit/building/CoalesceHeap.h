@@ -1,0 +1,79 @@
+// CoalesceHeap: splitting and coalescing over boundary tags (CoalesceableHeap, reached
+// through the free-block dictionaries between them). malloc cuts the block it gets down
+// to size and frees the rest; free merges the block with free neighbours before storing
+// it, and gives a wholly free region back.
+//
+// A free neighbour is taken out of whatever bin holds it with DLList::unlink, so every
+// dictionary between this layer and CoalesceableHeap must be a DLList.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+
+#include "heapkit/building/DLList.h"
+#include "heapkit/core/HeapContract.h"
+
+namespace heapkit {
+
+template <SizedHeap Super>
+class CoalesceHeap : public Super {
+ public:
+  using Super::Super;
+  CoalesceHeap() = default;
+
+  void* malloc(std::size_t size) {
+    if (!fitsAfterAlignUp(size, 0, kMinAlignment)) return nullptr;
+    std::size_t wanted = roundRequest(size);
+    return carve(Super::malloc(wanted), wanted);
+  }
+
+  // Only from blocks already free below; nullptr rather than a new region.
+  void* mallocCached(std::size_t size)
+    requires requires(Super& s) { s.mallocCached(size); }
+  {
+    if (!fitsAfterAlignUp(size, 0, kMinAlignment)) return nullptr;
+    std::size_t wanted = roundRequest(size);
+    return carve(Super::mallocCached(wanted), wanted);
+  }
+
+  void free(void* block) {
+    if (block == nullptr) return;
+    void* following = Super::next(block);
+    if (Super::isFree(following)) {
+      DLList::unlink(following);
+      Super::merge(block, following);
+    }
+    if (Super::hasPrevious(block)) {
+      void* preceding = Super::previous(block);
+      if (Super::isFree(preceding)) {
+        DLList::unlink(preceding);
+        Super::merge(preceding, block);
+        block = preceding;
+      }
+    }
+    if (Super::isWholeRegion(block)) {
+      Super::releaseRegion(block);
+      return;
+    }
+    Super::setFree(block);
+    Super::free(block);
+  }
+
+ private:
+  static std::size_t roundRequest(std::size_t size) { return usableBytesFor(size); }
+
+  void* carve(void* block, std::size_t wanted) {
+    if (block == nullptr) return nullptr;
+    Super::setInUse(block);
+    // The remainder cannot have a free neighbour after it: the block came either from a
+    // free list (free blocks are never adjacent) or fresh from the end of a region.
+    if (Super::usable(block) >= wanted + Super::kMinBlockBytes) {
+      void* rest = Super::split(block, wanted);
+      Super::setFree(rest);
+      Super::free(rest);
+    }
+    return block;
+  }
+};
+
+}  // namespace heapkit

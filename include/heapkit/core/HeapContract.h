@@ -1,0 +1,63 @@
+// The layer contract, named once so that a wrong composition fails to compile
+// with a readable error instead of a page of template noise. See docs/layers.md.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+
+namespace heapkit {
+
+// Every heapkit layer guarantees at least this alignment (glibc's malloc does too).
+inline constexpr std::size_t kMinAlignment = alignof(std::max_align_t);
+
+constexpr bool isPowerOfTwo(std::size_t n) { return n != 0 && (n & (n - 1)) == 0; }
+
+// Round n up to a multiple of a power-of-two `alignment`. Callers that take sizes from
+// users check for overflow first with fitsAfterAlignUp.
+constexpr std::size_t alignUp(std::size_t n, std::size_t alignment) {
+  return (n + alignment - 1) & ~(alignment - 1);
+}
+
+// Every object has room for two pointers, so any free-list layer can link it once freed.
+inline constexpr std::size_t kMinObjectBytes = 16;
+
+// The usable bytes a layer sets aside for a request: a multiple of the alignment, never
+// less than kMinObjectBytes. Check fitsAfterAlignUp first.
+constexpr std::size_t usableBytesFor(std::size_t size) {
+  return size <= kMinObjectBytes ? kMinObjectBytes : alignUp(size, kMinAlignment);
+}
+
+constexpr bool fitsAfterAlignUp(std::size_t n, std::size_t extra, std::size_t alignment) {
+  return n <= SIZE_MAX - extra - alignment;
+}
+
+// A heap: malloc/free and a compile-time alignment. malloc returns nullptr on failure and a
+// layer never writes through a null from its parent.
+template <class H>
+concept Heap = requires(H& heap, void* ptr, std::size_t size) {
+  { heap.malloc(size) } -> std::same_as<void*>;
+  { heap.free(ptr) } -> std::same_as<void>;
+  { H::Alignment } -> std::convertible_to<std::size_t>;
+} && isPowerOfTwo(H::Alignment) && H::Alignment >= kMinAlignment;
+
+// A heap that can tell how many bytes a live object may use (>= what was requested).
+template <class H>
+concept SizedHeap = Heap<H> && requires(H& heap, void* ptr) {
+  { heap.getSize(ptr) } -> std::same_as<std::size_t>;
+};
+
+// Top heaps talk to the OS (or own a fixed buffer) and count what they hold: the footprint.
+template <class H>
+concept FootprintHeap = Heap<H> && requires(const H& heap) {
+  { heap.bytesHeld() } -> std::same_as<std::size_t>;
+  { heap.peakBytesHeld() } -> std::same_as<std::size_t>;
+};
+
+// Layers that keep the object's usable size in the machine word just before the object
+// (SizeHeap, CoalesceableHeap, and the heaps built on them) say so; layers that route
+// frees between two heaps by size (HybridHeap, SelectMmapHeap) require it of both.
+template <class H>
+concept SizeWordHeap = SizedHeap<H> && requires { requires H::KeepsSizeWord; };
+
+}  // namespace heapkit

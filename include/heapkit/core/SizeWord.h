@@ -1,0 +1,23 @@
+// The size-word convention: object-representation layers store the object's usable size
+// in the word immediately before it. The low four bits are free for flags because every
+// usable size is a multiple of 16.
+#pragma once
+
+#include <cstddef>
+
+namespace heapkit::sizeword {
+
+inline constexpr std::size_t kFlagMask = 15;
+// Bits 0-2 belong to the object-representation layer that wrote the word; bit 3 to the
+// routing layer (HybridHeap) that marks objects of its big heap.
+inline constexpr std::size_t kRoutedToBigHeap = 8;
+
+inline std::size_t* wordOf(void* object) { return static_cast<std::size_t*>(object) - 1; }
+
+inline std::size_t size(void* object) { return *wordOf(object) & ~kFlagMask; }
+inline std::size_t flags(void* object) { return *wordOf(object) & kFlagMask; }
+inline void addFlags(void* object, std::size_t flags) { *wordOf(object) |= flags; }
+inline void clearFlags(void* object, std::size_t flags) { *wordOf(object) &= ~flags; }
+inline void set(void* object, std::size_t size, std::size_t flags = 0) { *wordOf(object) = size | flags; }
+
+}  // namespace heapkit::sizeword

@@ -1,0 +1,69 @@
+// The shared body of the top heaps that take one OS (or libc) block per request:
+// a 32-byte header links every block so that the destructor can return all of them,
+// and the footprint counts exactly what the source handed out.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "heapkit/core/Footprint.h"
+#include "heapkit/core/HeapContract.h"
+#include "heapkit/core/OsBlockList.h"
+#include "heapkit/core/SizeWord.h"
+
+namespace heapkit {
+
+// Source: static void* obtain(std::size_t& bytes) may round bytes up and returns nullptr
+// on failure; static void release(void* block, std::size_t bytes).
+template <class Source>
+class TrackedOsHeap {
+ public:
+  static constexpr std::size_t Alignment = kMinAlignment;
+  static constexpr bool KeepsSizeWord = true;
+
+  TrackedOsHeap() = default;
+  TrackedOsHeap(const TrackedOsHeap&) = delete;
+  TrackedOsHeap& operator=(const TrackedOsHeap&) = delete;
+
+  ~TrackedOsHeap() {
+    while (OsBlockList::Header* header = blocks_.popFront()) releaseBlock(header);
+  }
+
+  void* malloc(std::size_t size) {
+    constexpr std::size_t kHeader = sizeof(OsBlockList::Header);
+    if (!fitsAfterAlignUp(size, kHeader, kMinAlignment)) return nullptr;
+    std::size_t bytes = usableBytesFor(size) + kHeader;
+    void* block = Source::obtain(bytes);
+    if (block == nullptr) return nullptr;
+    auto* header = static_cast<OsBlockList::Header*>(block);
+    header->blockBytes = bytes;
+    header->usableBytes = (bytes - kHeader) & ~std::size_t{15};
+    blocks_.push(header);
+    footprint_.add(bytes);
+    return OsBlockList::objectOf(header);
+  }
+
+  void free(void* object) {
+    if (object == nullptr) return;
+    OsBlockList::Header* header = OsBlockList::headerOf(object);
+    blocks_.remove(header);
+    releaseBlock(header);
+  }
+
+  std::size_t getSize(void* object) const { return sizeword::size(object); }
+
+  std::size_t bytesHeld() const { return footprint_.held(); }
+  std::size_t peakBytesHeld() const { return footprint_.peak(); }
+
+ private:
+  void releaseBlock(OsBlockList::Header* header) {
+    std::size_t bytes = header->blockBytes;
+    footprint_.remove(bytes);
+    Source::release(header, bytes);
+  }
+
+  OsBlockList blocks_;
+  Footprint footprint_;
+};
+
+}  // namespace heapkit

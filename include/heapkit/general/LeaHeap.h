@@ -1,0 +1,84 @@
+// LeaHeap: Doug Lea's allocator (dlmalloc 2.7) as a composition.
+//  - small objects (<= 128 B): exact-size quick lists, no coalescing on free;
+//  - medium objects: approximate best fit over segregated bins (exact 16-byte steps to
+//    1 KiB, then four bins per power of two), with splitting and coalescing; the quick
+//    lists are consolidated when a medium request cannot otherwise be met;
+//  - large objects (> 128 KiB): mmap, unmapped on free;
+//  - wholly free regions go back to the OS beyond a 256 KiB trim threshold.
+//
+//   SelectMmapHeap<128 KiB,
+//     QuickListHeap<128 B,
+//       CoalesceHeap<SegHeap<105 classes, AdaptHeap<DLList> per class,
+//         CoalesceableHeap<256 KiB regions, ThresholdHeap<256 KiB, Top>>>>>>
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+#include "heapkit/building/AdaptHeap.h"
+#include "heapkit/building/CoalesceHeap.h"
+#include "heapkit/building/DLList.h"
+#include "heapkit/combining/QuickListHeap.h"
+#include "heapkit/combining/SegHeap.h"
+#include "heapkit/combining/SelectMmapHeap.h"
+#include "heapkit/combining/ThresholdHeap.h"
+#include "heapkit/objectrep/CoalesceableHeap.h"
+#include "heapkit/top/MmapHeap.h"
+
+namespace heapkit {
+
+namespace lea {
+inline constexpr std::size_t kQuickMaxBytes = 128;
+inline constexpr std::size_t kMmapThreshold = 128 * 1024;
+inline constexpr std::size_t kRegionBytes = 256 * 1024;
+inline constexpr std::size_t kTrimThreshold = 256 * 1024;
+
+inline constexpr std::size_t kExactClasses = 65;   // 0, 16, ..., 1024
+inline constexpr std::size_t kClassesPerDoubling = 4;
+inline constexpr std::size_t kNumBins = kExactClasses + kClassesPerDoubling * 10;  // last one unbounded
+
+constexpr std::size_t sizeToClass(std::size_t size) {
+  if (size <= 1024) return (size + 15) / 16;
+  std::size_t log2 = static_cast<std::size_t>(std::bit_width(size - 1)) - 1;  // size in (2^log2, 2^(log2+1)]
+  std::size_t sub = ((size - 1) >> (log2 - 2)) & 3;
+  std::size_t sizeClass = kExactClasses + (log2 - 10) * kClassesPerDoubling + sub;
+  return sizeClass < kNumBins ? sizeClass : kNumBins - 1;
+}
+
+constexpr std::size_t classToMaxSize(std::size_t sizeClass) {
+  if (sizeClass < kExactClasses) return sizeClass * 16;
+  if (sizeClass + 1 >= kNumBins) return SIZE_MAX;
+  std::size_t log2 = 10 + (sizeClass - kExactClasses) / kClassesPerDoubling;
+  std::size_t sub = (sizeClass - kExactClasses) % kClassesPerDoubling;
+  return (std::size_t{1} << log2) + (sub + 1) * (std::size_t{1} << (log2 - 2));
+}
+
+static_assert(sizeToClass(1024) == 64 && sizeToClass(1025) == 65 && classToMaxSize(65) == 1280 &&
+              sizeToClass(2048) == 68 && classToMaxSize(68) == 2048 && sizeToClass(2049) == 69);
+
+template <class Parent>
+using Bin = AdaptHeap<DLList, Parent>;
+}  // namespace lea
+
+// Everything but the mmap path: usable on its own over a StaticHeap or SbrkHeap.
+template <Heap Top = MmapHeap>
+class LeaCoreHeap
+    : public QuickListHeap<lea::kQuickMaxBytes,
+                           CoalesceHeap<SegHeap<lea::kNumBins, lea::sizeToClass, lea::classToMaxSize, lea::Bin,
+                                                CoalesceableHeap<lea::kRegionBytes, ThresholdHeap<lea::kTrimThreshold, Top>>>>> {
+  using Base = QuickListHeap<lea::kQuickMaxBytes,
+                             CoalesceHeap<SegHeap<lea::kNumBins, lea::sizeToClass, lea::classToMaxSize, lea::Bin,
+                                                  CoalesceableHeap<lea::kRegionBytes, ThresholdHeap<lea::kTrimThreshold, Top>>>>>;
+
+ public:
+  using Base::Base;
+};
+
+template <Heap Top = MmapHeap>
+class LeaHeap : public SelectMmapHeap<lea::kMmapThreshold, LeaCoreHeap<Top>> {
+ public:
+  using SelectMmapHeap<lea::kMmapThreshold, LeaCoreHeap<Top>>::SelectMmapHeap;
+};
+
+}  // namespace heapkit

@@ -1,0 +1,29 @@
+// MmapHeap: a top heap that maps fresh pages for every request and unmaps them on free.
+// The footprint is counted in whole pages, as the kernel charges them.
+#pragma once
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "heapkit/core/TrackedOsHeap.h"
+
+namespace heapkit {
+
+inline std::size_t pageSize() {
+  static const std::size_t size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return size;
+}
+
+struct MmapSource {
+  static void* obtain(std::size_t& bytes) {
+    if (bytes > SIZE_MAX - pageSize()) return nullptr;
+    bytes = alignUp(bytes, pageSize());
+    void* block = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return block == MAP_FAILED ? nullptr : block;
+  }
+  static void release(void* block, std::size_t bytes) { munmap(block, bytes); }
+};
+
+class MmapHeap : public TrackedOsHeap<MmapSource> {};
+
+}  // namespace heapkit
