@@ -33,10 +33,12 @@ test-asan: deps
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -LE no-sanitizer
 
-# Long benchmarks; figures go to docs/benchmarks.md.
-bench: configure
-	cmake --build $(BUILD) -j $(JOBS)
-	bench/run-layers-bench.sh $(BUILD)
+# Long benchmarks (figures go to docs/benchmarks.md): each part of the project adds its
+# own bench-* target in mk/*.mk, and `make bench` runs them all.
+BENCH_TARGETS :=
+-include mk/*.mk
+
+bench: $(BENCH_TARGETS)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs what heapkit needs from Debian's packages, skipping what is already there.
-# Usage: scripts/install-deps.sh [extra-package...]
+# Installs the Debian packages listed in scripts/deps/*.txt (one per line, # comments),
+# skipping what is already there. Each part of the project keeps its own list.
 set -euo pipefail
+cd "$(dirname "$0")"
 
-packages=(cmake ninja-build g++ make libgtest-dev libbenchmark-dev valgrind "$@")
+mapfile -t packages < <(cat deps/*.txt | sed 's/#.*//' | tr -s ' \t' '\n' | sed '/^$/d' | sort -u)
 
 missing=()
 for package in "${packages[@]}"; do
