@@ -1,0 +1,456 @@
+// Each layer's own behaviour, beyond what the model check sees.
+#include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "heapkit/heapkit.h"
+#include "support/AuditedTop.h"
+#include "support/ModelCheck.h"
+
+namespace heapkit::testing {
+namespace {
+
+// --- null propagation: a failing parent never causes a write through null ----------
+
+template <class H>
+class NullPropagation : public ::testing::Test {};
+template <class Parent>
+using DLListBin = AdaptHeap<DLList, Parent>;
+using OverFailingTop = ::testing::Types<
+    SizeHeap<FailingTop>, FreelistHeap<SizeHeap<FailingTop>>, BoundedFreelistHeap<4, SizeHeap<FailingTop>>,
+    ChunkHeap<4096, FailingTop>, AdaptHeap<SLList, SizeHeap<FailingTop>>, CoalesceableHeap<4096, FailingTop>,
+    CoalesceHeap<AdaptHeap<DLList, CoalesceableHeap<4096, FailingTop>>>,
+    StrictSegHeap<kingsley::kNumBins, kingsley::sizeToClass, kingsley::classToSize, FreelistHeap, SizeHeap<FailingTop>>,
+    SegHeap<kingsley::kNumBins, kingsley::sizeToClassUnbounded, kingsley::classToMaxSizeUnbounded, DLListBin, SizeHeap<FailingTop>>,
+    ThresholdHeap<4096, SizeHeap<FailingTop>>, QuickListHeap<128, SizeHeap<FailingTop>>, DebugHeap<4, SizeHeap<FailingTop>>,
+    ProfileHeap<SizeHeap<FailingTop>>, KingsleyHeap<FailingTop>, CoalescingKingsleyHeap<FailingTop>, LeaCoreHeap<FailingTop>>;
+TYPED_TEST_SUITE(NullPropagation, OverFailingTop);
+
+TYPED_TEST(NullPropagation, MallocReturnsNullWhenTheParentFails) {
+  TypeParam heap;
+  for (std::size_t size : {0ul, 1ul, 24ul, 100ul, 5000ul, 1ul << 20}) {
+    EXPECT_EQ(heap.malloc(size), nullptr) << size;
+  }
+  // Once the parent recovers, the heap works again.
+  heap.setBudget(100);
+  void* object = heap.malloc(64);
+  ASSERT_NE(object, nullptr);
+  std::memset(object, 1, 64);
+  heap.free(object);
+}
+
+TYPED_TEST(NullPropagation, ImpossibleSizesFailCleanly) {
+  TypeParam heap;
+  heap.setBudget(100);
+  for (std::size_t size : {SIZE_MAX, SIZE_MAX - 15, SIZE_MAX / 2 + 1}) {
+    EXPECT_EQ(heap.malloc(size), nullptr) << size;
+  }
+  heap.free(nullptr);  // a no-op everywhere
+}
+
+TEST(TopHeaps, ImpossibleSizesFailCleanly) {
+  MmapHeap mmapHeap;
+  SbrkHeap sbrkHeap(std::size_t{1} << 30);
+  MallocHeap mallocHeap;
+  for (std::size_t size : {SIZE_MAX, SIZE_MAX - 4096, std::size_t{1} << 62}) {
+    EXPECT_EQ(mmapHeap.malloc(size), nullptr);
+    EXPECT_EQ(sbrkHeap.malloc(size), nullptr);
+    EXPECT_EQ(mallocHeap.malloc(size), nullptr);
+  }
+  EXPECT_EQ(mmapHeap.bytesHeld(), 0u);
+  EXPECT_EQ(sbrkHeap.bytesHeld(), 0u);
+}
+
+// --- top heaps ------------------------------------------------------------------------
+
+TEST(SbrkHeap, IsContiguousAndRetractsFromTheTop) {
+  SbrkHeap heap;
+  auto* a = static_cast<char*>(heap.malloc(100));
+  auto* b = static_cast<char*>(heap.malloc(100));
+  EXPECT_EQ(b, a + heap.getSize(a) + 16) << "blocks follow each other";
+  std::size_t top = heap.breakOffset();
+  heap.free(a);  // not at the top: the break stays
+  EXPECT_EQ(heap.breakOffset(), top);
+  heap.free(b);  // the top block, and the freed one below it, go back
+  EXPECT_EQ(heap.breakOffset(), 0u);
+}
+
+TEST(SbrkHeap, GivesPagesBackWhenTheBreakFalls) {
+  SbrkHeap heap;
+  void* big = heap.malloc(8 << 20);
+  std::memset(big, 1, 8 << 20);
+  EXPECT_GE(heap.bytesHeld(), std::size_t{8} << 20);
+  heap.free(big);
+  EXPECT_LE(heap.bytesHeld(), 2 * ReservedMapping::kCommitStep);
+  EXPECT_GE(heap.peakBytesHeld(), std::size_t{8} << 20);
+}
+
+TEST(StaticHeap, StaysInsideTheCallersBufferAndSaysNoWhenFull) {
+  alignas(16) static unsigned char buffer[4096];
+  StaticHeap heap(buffer, sizeof buffer);
+  std::vector<void*> objects;
+  while (void* object = heap.malloc(100)) {
+    EXPECT_GE(static_cast<unsigned char*>(object), buffer);
+    EXPECT_LE(static_cast<unsigned char*>(object) + 100, buffer + sizeof buffer);
+    objects.push_back(object);
+  }
+  EXPECT_EQ(objects.size(), sizeof buffer / (112 + 16));
+  EXPECT_LE(heap.bytesHeld(), sizeof buffer);
+  for (auto it = objects.rbegin(); it != objects.rend(); ++it) heap.free(*it);
+  EXPECT_EQ(heap.bytesHeld(), 0u);
+  EXPECT_NE(heap.malloc(100), nullptr) << "space is reusable after freeing";
+}
+
+TEST(StaticHeap, UnalignedOrTinyBuffersAreHandled) {
+  alignas(16) static unsigned char buffer[64];
+  StaticHeap unaligned(buffer + 3, sizeof buffer - 3);
+  void* object = unaligned.malloc(16);
+  ASSERT_NE(object, nullptr);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(object) % 16, 0u);
+  StaticHeap tiny(buffer, 8);
+  EXPECT_EQ(tiny.malloc(1), nullptr);
+  StaticHeap none(nullptr, 1000);
+  EXPECT_EQ(none.malloc(1), nullptr);
+}
+
+TEST(TopHeaps, DestructorReturnsObjectsTheProgramLeaked) {
+  TeardownAudit::leftoverBytes = 0;
+  {
+    AuditedTop heap;
+    for (int i = 0; i < 10; ++i) heap.malloc(1000);
+  }
+  // The top heap saw 10 blocks still held when it was torn down, and released them
+  // (ASan's leak checker would flag them otherwise).
+  EXPECT_GE(TeardownAudit::leftoverBytes, 10000u);
+}
+
+// --- building blocks --------------------------------------------------------------------
+
+TEST(FreelistHeap, ReusesTheLastFreedObjectFirst) {
+  FreelistHeap<SizeHeap<MallocHeap>> heap;
+  void* a = heap.malloc(32);
+  void* b = heap.malloc(32);
+  heap.free(a);
+  heap.free(b);
+  EXPECT_EQ(heap.malloc(32), b);
+  EXPECT_EQ(heap.malloc(32), a);
+}
+
+TEST(FreelistHeap, NeverHandsOutAnObjectTooSmallForTheRequest) {
+  FreelistHeap<SizeHeap<MallocHeap>> heap;
+  void* small = heap.malloc(16);
+  heap.free(small);
+  void* large = heap.malloc(4000);
+  EXPECT_NE(large, small);
+  EXPECT_GE(heap.getSize(large), 4000u);
+}
+
+TEST(BoundedFreelistHeap, KeepsAtMostBoundObjects) {
+  BoundedFreelistHeap<8, SizeHeap<MallocHeap>> heap;
+  std::vector<void*> objects;
+  for (int i = 0; i < 20; ++i) objects.push_back(heap.malloc(64));
+  std::size_t heldWithAllLive = heap.bytesHeld();
+  for (void* object : objects) heap.free(object);
+  EXPECT_EQ(heap.cachedObjects(), 8u);
+  EXPECT_EQ(heap.bytesHeld(), heldWithAllLive * 8 / 20) << "12 objects went back to the parent";
+}
+
+TEST(ChunkHeap, CarvesManyObjectsFromOneChunk) {
+  ChunkHeap<64 * 1024, MallocHeap> heap;
+  for (int i = 0; i < 1000; ++i) ASSERT_NE(heap.malloc(48), nullptr);
+  EXPECT_LE(heap.bytesHeld(), 64u * 1024 + 64);
+  void* huge = heap.malloc(1 << 20);  // its own chunk
+  ASSERT_NE(huge, nullptr);
+  EXPECT_GT(heap.bytesHeld(), 1u << 20);
+  static_assert(!SizedHeap<ChunkHeap<4096, MallocHeap>>, "ChunkHeap objects carry no size");
+}
+
+TEST(AdaptHeap, FirstFitAcrossMixedSizes) {
+  AdaptHeap<DLList, SizeHeap<MallocHeap>> heap;
+  void* small = heap.malloc(32);
+  void* large = heap.malloc(512);
+  heap.free(large);
+  heap.free(small);
+  EXPECT_EQ(heap.malloc(100), large) << "the small object does not fit, the large one does";
+  EXPECT_EQ(heap.malloc(16), small);
+}
+
+// Three neighbours carved from one region: freeing them in any order merges them, and the
+// wholly free region goes back to the parent.
+using Coalescing = CoalesceHeap<AdaptHeap<DLList, CoalesceableHeap<64 * 1024, MallocHeap>>>;
+
+TEST(CoalesceHeap, SplitsARegionIntoAdjacentBlocks) {
+  Coalescing heap;
+  auto* a = static_cast<char*>(heap.malloc(100));
+  auto* b = static_cast<char*>(heap.malloc(100));
+  EXPECT_EQ(b, a + heap.getSize(a) + 16) << "b is cut from the remainder right after a";
+  EXPECT_EQ(heap.getSize(a), 112u);
+  EXPECT_LT(heap.bytesHeld(), 2u * 64 * 1024) << "both from one region";
+}
+
+TEST(CoalesceHeap, MergesFreedNeighboursAndReleasesAWholeRegion) {
+  for (int order = 0; order < 6; ++order) {
+    Coalescing heap;
+    void* blocks[3] = {heap.malloc(200), heap.malloc(200), heap.malloc(200)};
+    void* keep = heap.malloc(200);  // keeps the region alive until the end
+    int orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+    for (int i : orders[order]) heap.free(blocks[i]);
+    // The three freed 208-byte blocks (with two headers between them) are one block now.
+    void* merged = heap.malloc(3 * 208 + 2 * 16);
+    EXPECT_EQ(merged, blocks[0]) << "order " << order;
+    heap.free(merged);
+    heap.free(keep);
+    EXPECT_EQ(heap.bytesHeld(), 0u) << "the whole region went back, order " << order;
+  }
+}
+
+TEST(CoalesceableHeap, LargeRequestsGetARegionOfTheirOwn) {
+  CoalesceableHeap<64 * 1024, MallocHeap> heap;
+  void* big = heap.malloc(1 << 20);
+  EXPECT_GE(heap.getSize(big), 1u << 20);
+  EXPECT_TRUE(heap.isWholeRegion(big));
+  heap.free(big);
+  EXPECT_EQ(heap.bytesHeld(), 0u);
+}
+
+// --- combining ----------------------------------------------------------------------------
+
+TEST(StrictSegHeap, RoundsToTheSizeClassAndRecyclesWithinIt) {
+  KingsleyHeap<MallocHeap> heap;
+  void* a = heap.malloc(100);
+  EXPECT_EQ(heap.getSize(a), 128u);
+  heap.free(a);
+  EXPECT_EQ(heap.malloc(120), a) << "same class";
+  void* b = heap.malloc(200);
+  EXPECT_NE(b, a);
+  EXPECT_EQ(heap.getSize(b), 256u);
+}
+
+TEST(SegHeap, SearchesLargerClassesBeforeAskingTheBigHeap) {
+  CoalescingKingsleyHeap<MallocHeap> heap;
+  void* big = heap.malloc(4000);
+  void* guard = heap.malloc(16);
+  heap.free(big);
+  std::size_t held = heap.bytesHeld();
+  void* small = heap.malloc(100);
+  EXPECT_EQ(small, big) << "split from the free 4000-byte block";
+  EXPECT_EQ(heap.bytesHeld(), held);
+  heap.free(small);
+  heap.free(guard);
+}
+
+TEST(HybridHeap, RoutesBySizeAndSendsEachObjectHome) {
+  HybridHeap<256, SizeHeap<MallocHeap>, SizeHeap<MmapHeap>> heap;
+  void* small = heap.malloc(256);
+  void* large = heap.malloc(257);
+  EXPECT_EQ(heap.bigHeap().bytesHeld(), 4096u);
+  EXPECT_GE(heap.getSize(large), 257u) << "the routing bit does not leak into the size";
+  heap.free(large);
+  EXPECT_EQ(heap.bigHeap().bytesHeld(), 0u);
+  heap.free(small);
+  EXPECT_EQ(heap.bytesHeld(), 0u);
+}
+
+TEST(ThresholdHeap, CachesUpToItsLimitThenReleases) {
+  ThresholdHeap<10000, SizeHeap<MallocHeap>> heap;
+  void* objects[4] = {heap.malloc(4000), heap.malloc(4000), heap.malloc(4000), heap.malloc(4000)};
+  std::size_t heldAll = heap.bytesHeld();
+  for (void* object : objects) heap.free(object);
+  EXPECT_EQ(heap.cachedBytes(), 8000u) << "two fit under the threshold";
+  EXPECT_EQ(heap.bytesHeld(), heldAll / 2);
+  EXPECT_EQ(heap.malloc(3000), objects[1]) << "reused from the cache";
+}
+
+TEST(QuickListHeap, ConsolidatesWhenAMediumRequestCannotBeMet) {
+  LeaCoreHeap<MallocHeap> heap;
+  // Fill most of one region with small objects, free them into the quick lists, then ask
+  // for a medium block larger than the rest of the region: it must come from the
+  // consolidated small ones, not from a new region.
+  std::vector<void*> small;
+  for (int i = 0; i < 2500; ++i) small.push_back(heap.malloc(64));
+  std::size_t held = heap.bytesHeld();
+  for (void* object : small) heap.free(object);
+  void* medium = heap.malloc(100000);
+  EXPECT_EQ(heap.bytesHeld(), held) << "no new region: the quick lists were merged back";
+  heap.free(medium);
+}
+
+TEST(LeaHeap, LargeObjectsAreMappedAndUnmapped) {
+  LeaHeap<MallocHeap> heap;
+  void* large = heap.malloc(1 << 20);
+  EXPECT_GE(heap.bigHeap().bytesHeld(), 1u << 20);
+  heap.free(large);
+  EXPECT_EQ(heap.bigHeap().bytesHeld(), 0u);
+}
+
+TEST(SizeClasses, LeaClassesCoverEverySizeInOrder) {
+  for (std::size_t size = 1; size < (1 << 22); size += 1 + size / 64) {
+    std::size_t sizeClass = lea::sizeToClass(size);
+    ASSERT_LT(sizeClass, lea::kNumBins);
+    ASSERT_GE(lea::classToMaxSize(sizeClass), size);
+    if (sizeClass > 0) {
+      ASSERT_LT(lea::classToMaxSize(sizeClass - 1), size) << size;
+    }
+  }
+  for (std::size_t size = 1; size <= (std::size_t{1} << 32); size = size * 3 / 2 + 1) {
+    std::size_t sizeClass = kingsley::sizeToClass(size);
+    ASSERT_GE(kingsley::classToSize(sizeClass), size);
+    if (sizeClass > 0) {
+      ASSERT_LT(kingsley::classToSize(sizeClass - 1), size);
+    }
+  }
+}
+
+// --- utility --------------------------------------------------------------------------------
+
+struct RecordedError {
+  static inline std::vector<HeapError> errors;
+  static void record(HeapError error, void*, std::size_t) { errors.push_back(error); }
+};
+
+TEST(DebugHeap, CatchesDoubleFreeInvalidFreeAndOverflow) {
+  RecordedError::errors.clear();
+  DebugHeap<8, SizeHeap<MallocHeap>> heap;
+  heap.setErrorHandler(RecordedError::record);
+  auto* object = static_cast<char*>(heap.malloc(40));
+  EXPECT_EQ(heap.getSize(object), 40u);
+  heap.free(object);
+  EXPECT_EQ(static_cast<unsigned char>(object[0]), 0xDD) << "freed memory is filled";
+  heap.free(object);
+  ASSERT_EQ(RecordedError::errors.size(), 1u);
+  EXPECT_EQ(RecordedError::errors[0], HeapError::DoubleFree);
+
+  alignas(16) char notFromTheHeap[64] = {};
+  heap.free(notFromTheHeap + 32);
+  ASSERT_EQ(RecordedError::errors.size(), 2u);
+  EXPECT_EQ(RecordedError::errors[1], HeapError::InvalidFree);
+
+  auto* overflowing = static_cast<char*>(heap.malloc(10));
+  overflowing[10] = 'x';
+  heap.free(overflowing);
+  ASSERT_EQ(RecordedError::errors.size(), 3u);
+  EXPECT_EQ(RecordedError::errors[2], HeapError::Overflow);
+}
+
+TEST(DebugHeapDeathTest, ReportsClearlyAndAborts) {
+  auto freeTwice = [] {
+    DebugHeap<8, SizeHeap<MallocHeap>> heap;
+    void* object = heap.malloc(24);
+    heap.free(object);
+    heap.free(object);
+  };
+  EXPECT_DEATH(freeTwice(), "heapkit DebugHeap: double free: object 0x[0-9a-f]+ \\(24 bytes\\)");
+}
+
+TEST(ProfileHeap, MeasuresInternalFragmentation) {
+  ProfileHeap<KingsleyHeap<MallocHeap>> heap;
+  void* a = heap.malloc(100);  // 100 + 16 profile header -> Kingsley class 128
+  void* b = heap.malloc(1000);  // 1016 -> 1024
+  const HeapProfile& profile = heap.profile();
+  EXPECT_EQ(profile.mallocs, 2u);
+  EXPECT_EQ(profile.liveRequestedBytes, 1100u);
+  EXPECT_EQ(profile.liveHeldBytes, 128u + 1024u);
+  EXPECT_NEAR(profile.internalFragmentation(), 1152.0 / 1100.0, 1e-9);
+  heap.free(a);
+  heap.free(b);
+  EXPECT_EQ(profile.liveObjects, 0u);
+  EXPECT_EQ(profile.peakRequestedBytes, 1100u);
+}
+
+TEST(TraceHeap, WritesOneLinePerEvent) {
+  std::FILE* sink = std::tmpfile();
+  ASSERT_NE(sink, nullptr);
+  TraceHeap<SizeHeap<MallocHeap>> heap;
+  heap.traceTo(sink);
+  void* object = heap.malloc(42);
+  heap.free(object);
+  std::rewind(sink);
+  char line1[128] = {}, line2[128] = {};
+  ASSERT_NE(std::fgets(line1, sizeof line1, sink), nullptr);
+  ASSERT_NE(std::fgets(line2, sizeof line2, sink), nullptr);
+  char expected[128];
+  std::snprintf(expected, sizeof expected, "0 new %p 42\n", object);
+  EXPECT_STREQ(line1, expected);
+  std::snprintf(expected, sizeof expected, "1 delete %p\n", object);
+  EXPECT_STREQ(line2, expected);
+  std::fclose(sink);
+}
+
+TEST(ThrowExceptionHeap, ThrowsBadAllocInsteadOfReturningNull) {
+  ThrowExceptionHeap<SizeHeap<FailingTop>> heap;
+  EXPECT_THROW(heap.malloc(10), std::bad_alloc);
+  heap.setBudget(1);
+  void* object = nullptr;
+  EXPECT_NO_THROW(object = heap.malloc(10));
+  heap.free(object);
+}
+
+TEST(UniqueHeap, AllInstancesShareOneHeap) {
+  UniqueHeap<FreelistHeap<SizeHeap<MallocHeap>>> first, second;
+  void* object = first.malloc(64);
+  second.free(object);
+  EXPECT_EQ(first.malloc(64), object);
+  first.free(object);
+}
+
+// --- the harness itself must catch a broken heap --------------------------------------------
+
+// Hands the same block out twice: a model check that passes this is worthless.
+class OverlappingHeap : public SizeHeap<MallocHeap> {
+ public:
+  void* malloc(std::size_t size) {
+    if (size <= 64 && last_ != nullptr) return last_;
+    return last_ = SizeHeap<MallocHeap>::malloc(size < 64 ? 64 : size);
+  }
+  void free(void*) {}
+
+ private:
+  void* last_ = nullptr;
+};
+
+// Every 50th malloc overwrites a byte of some other live object, like a layer whose
+// metadata lands inside a neighbour.
+class ScribblingHeap : public SizeHeap<MallocHeap> {
+ public:
+  void* malloc(std::size_t size) {
+    void* object = SizeHeap<MallocHeap>::malloc(size);
+    if (++mallocs_ % 50 == 0 && !live_.empty()) std::memset(*live_.begin(), 0xAB, 1);
+    if (size >= 8) live_.insert(object);
+    return object;
+  }
+  void free(void* object) {
+    live_.erase(object);
+    SizeHeap<MallocHeap>::free(object);
+  }
+
+ private:
+  std::set<void*> live_;
+  std::size_t mallocs_ = 0;
+};
+
+template <class H>
+bool modelCheckFails() {
+  ::testing::TestPartResultArray failures;
+  {
+    ::testing::ScopedFakeTestPartResultReporter reporter(::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD,
+                                                         &failures);
+    H heap;
+    ModelChecker<H> checker(heap, 3);
+    ModelCheckOptions options;
+    options.operations = 3000;
+    checker.run(standardDistributions()[0], options);
+  }
+  return failures.size() > 0;
+}
+
+TEST(ModelCheckHarness, CatchesOverlappingObjects) { EXPECT_TRUE(modelCheckFails<OverlappingHeap>()); }
+TEST(ModelCheckHarness, CatchesCorruptedContents) { EXPECT_TRUE(modelCheckFails<ScribblingHeap>()); }
+TEST(ModelCheckHarness, PassesACorrectHeap) { EXPECT_FALSE(modelCheckFails<SizeHeap<MallocHeap>>()); }
+
+}  // namespace
+}  // namespace heapkit::testing
