@@ -20,7 +20,8 @@ demo: configure
 	cmake --build $(BUILD) -j $(JOBS) --target heapkit-tour
 	$(BUILD)/examples/heapkit-tour
 
-# Every test, in a release build and in an ASan+UBSan build.
+# Every test, in a release build and in an ASan+UBSan build. ASan's own malloc must return
+# NULL on impossible sizes, as glibc does, for the tests of failure paths.
 test: test-release test-asan
 
 test-release: configure
@@ -31,6 +32,7 @@ test-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHEAPKIT_SANITIZE=address,undefined \
 	      -DHEAPKIT_BUILD_BENCH=OFF
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 \
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -LE no-sanitizer
 
 # Long benchmarks (figures go to docs/benchmarks.md): each part of the project adds its

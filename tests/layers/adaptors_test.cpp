@@ -55,8 +55,10 @@ TEST(HeapMemoryResource, BacksPmrContainersAndOverAlignedRequests) {
 
 TEST(HeapMemoryResource, FailureThrowsBadAlloc) {
   HeapMemoryResource<KingsleyHeap<MallocHeap>> resource;
-  EXPECT_THROW((void)resource.allocate(SIZE_MAX - 64, 16), std::bad_alloc);
-  EXPECT_THROW((void)resource.allocate(SIZE_MAX - 64, 4096), std::bad_alloc);
+  // Opaque to the compiler, which would otherwise reject the size at compile time.
+  volatile std::size_t impossible = SIZE_MAX - 64;
+  EXPECT_THROW((void)resource.allocate(impossible, 16), std::bad_alloc);
+  EXPECT_THROW((void)resource.allocate(impossible, 4096), std::bad_alloc);
 }
 
 using NodeHeap = ProfileHeap<FreelistHeap<SizeHeap<MallocHeap>>>;

@@ -1,7 +1,9 @@
 // Every layer and every general-purpose composition through the randomized model check,
 // over several size distributions and seeds; compositions over AuditedTop must also give
 // back every byte when they are destroyed.
+#include <cctype>
 #include <memory>
+#include <string_view>
 
 #include "heapkit/heapkit.h"
 #include "support/AuditedTop.h"
@@ -80,9 +82,17 @@ class ModelCheck : public ::testing::Test {};
 
 class CaseNames {
  public:
+  // Letters, digits and underscores only: ctest passes the name back as a gtest filter.
   template <class C>
   static std::string GetName(int index) {
-    return std::to_string(index) + "_" + ::testing::internal::GetTypeName<typename C::Heap>().substr(0, 60);
+    std::string name = ::testing::internal::GetTypeName<typename C::Heap>();
+    for (std::string_view noise : {"heapkit::testing::", "heapkit::", "(anonymous namespace)::"}) {
+      for (auto at = name.find(noise); at != std::string::npos; at = name.find(noise)) name.erase(at, noise.size());
+    }
+    for (char& c : name) {
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    }
+    return std::to_string(index) + "_" + name.substr(0, 80);
   }
 };
 TYPED_TEST_SUITE(ModelCheck, Cases, CaseNames);

@@ -19,6 +19,9 @@ constexpr std::size_t alignUp(std::size_t n, std::size_t alignment) {
   return (n + alignment - 1) & ~(alignment - 1);
 }
 
+// No object may be larger than this (as in glibc), so pointer differences never overflow.
+inline constexpr std::size_t kMaxRequestBytes = PTRDIFF_MAX;
+
 // Every object has room for two pointers, so any free-list layer can link it once freed.
 inline constexpr std::size_t kMinObjectBytes = 16;
 

@@ -31,7 +31,8 @@ class TrackedOsHeap {
 
   void* malloc(std::size_t size) {
     constexpr std::size_t kHeader = sizeof(OsBlockList::Header);
-    if (!fitsAfterAlignUp(size, kHeader, kMinAlignment)) return nullptr;
+    // Like glibc, never ask for more than PTRDIFF_MAX: pointer differences must work.
+    if (size > kMaxRequestBytes - kHeader - kMinAlignment) return nullptr;
     std::size_t bytes = usableBytesFor(size) + kHeader;
     void* block = Source::obtain(bytes);
     if (block == nullptr) return nullptr;
