@@ -1,0 +1,131 @@
+// ZoneHeap: a region. Objects are carved by bumping a pointer through chunks from the
+// parent whose sizes grow geometrically (FirstChunkBytes, doubling up to MaxChunkBytes),
+// so a region of n bytes costs O(log n) parent calls yet a small region wastes little.
+// free is a no-op; clear() and the destructor give every chunk back at once.
+//
+// A request too big for the next chunk gets a chunk of its own ("own chunk"), so the
+// room left in the current chunk is not thrown away. Own chunks can also be asked for
+// and released one by one (mallocOwnChunk / freeOwnChunk): reaps use them for large
+// objects, which go back to the parent as soon as they are freed.
+#pragma once
+
+#include <cstddef>
+
+#include "heapkit/core/Footprint.h"
+#include "heapkit/core/HeapContract.h"
+
+namespace heapkit {
+
+template <Heap Super, std::size_t FirstChunkBytes = 8192, std::size_t MaxChunkBytes = 1024 * 1024>
+class ZoneHeap : public Super {
+  // 32 bytes: keeps what follows 16-byte aligned and leaves the word before the first
+  // object free for a size word if a layer above wants one.
+  struct alignas(16) Chunk {
+    Chunk* prev;
+    Chunk* next;
+    std::size_t bytes;  // what the parent was asked for, header included
+    std::size_t unused;
+  };
+  static_assert(sizeof(Chunk) == 32);
+  static_assert(FirstChunkBytes % kMinAlignment == 0 && FirstChunkBytes > 2 * sizeof(Chunk));
+  static_assert(MaxChunkBytes >= FirstChunkBytes);
+
+ public:
+  static constexpr std::size_t Alignment = kMinAlignment;
+  static constexpr bool KeepsSizeWord = false;
+  static constexpr std::size_t kChunkHeaderBytes = sizeof(Chunk);
+
+  using Super::Super;
+  ZoneHeap() = default;
+  ZoneHeap(const ZoneHeap&) = delete;
+  ZoneHeap& operator=(const ZoneHeap&) = delete;
+
+  ~ZoneHeap() { clear(); }
+
+  void* malloc(std::size_t size) {
+    if (size > kMaxRequest) return nullptr;
+    std::size_t bytes = usableBytesFor(size);
+    if (bytes <= static_cast<std::size_t>(limit_ - cursor_)) {
+      char* object = cursor_;
+      cursor_ += bytes;
+      return object;
+    }
+    return refill(bytes);
+  }
+
+  // Objects die with the region.
+  void free(void*) {}
+
+  // Objects carry no size; hide the parent's getSize, which would answer for chunks.
+  std::size_t getSize(void*) const = delete;
+
+  // Give every chunk back to the parent; the next chunk is FirstChunkBytes again.
+  void clear() {
+    while (chunks_ != nullptr) releaseChunk(chunks_);
+    cursor_ = limit_ = nullptr;
+    nextChunkBytes_ = FirstChunkBytes;
+  }
+
+  // Grow the most recent object in place: true when `end` is where the bump pointer
+  // stands and the chunk has `extra` more bytes (realloc of the last object, obstacks).
+  bool tryExtend(void* end, std::size_t extra) {
+    if (end != cursor_ || extra > static_cast<std::size_t>(limit_ - cursor_)) return false;
+    cursor_ += alignUp(extra, kMinAlignment);  // the room is a multiple of 16, so this fits
+    return true;
+  }
+
+  // A chunk holding one object of `size` bytes, given back by freeOwnChunk or clear().
+  void* mallocOwnChunk(std::size_t size) {
+    if (size > kMaxRequest) return nullptr;
+    return newChunk(usableBytesFor(size) + sizeof(Chunk));
+  }
+  void freeOwnChunk(void* object) {
+    if (object != nullptr) releaseChunk(static_cast<Chunk*>(object) - 1);
+  }
+
+  // Bytes of chunks held from the parent (headers included) and their high-water mark.
+  std::size_t chunkBytes() const { return footprint_.held(); }
+  std::size_t peakChunkBytes() const { return footprint_.peak(); }
+
+ private:
+  static constexpr std::size_t kMaxRequest = SIZE_MAX / 2;
+
+  char* newChunk(std::size_t bytes) {
+    auto* chunk = static_cast<Chunk*>(Super::malloc(bytes));
+    if (chunk == nullptr) return nullptr;
+    chunk->prev = nullptr;
+    chunk->next = chunks_;
+    chunk->bytes = bytes;
+    if (chunks_ != nullptr) chunks_->prev = chunk;
+    chunks_ = chunk;
+    footprint_.add(bytes);
+    return reinterpret_cast<char*>(chunk + 1);
+  }
+
+  void releaseChunk(Chunk* chunk) {
+    if (chunk->prev != nullptr) chunk->prev->next = chunk->next;
+    else chunks_ = chunk->next;
+    if (chunk->next != nullptr) chunk->next->prev = chunk->prev;
+    footprint_.remove(chunk->bytes);
+    Super::free(chunk);
+  }
+
+  // Slow path of malloc: the current chunk is full.
+  char* refill(std::size_t bytes) {
+    if (bytes > nextChunkBytes_ - sizeof(Chunk)) return newChunk(bytes + sizeof(Chunk));
+    char* start = newChunk(nextChunkBytes_);
+    if (start == nullptr) return nullptr;
+    limit_ = start + (nextChunkBytes_ - sizeof(Chunk));
+    cursor_ = start + bytes;
+    if (nextChunkBytes_ < MaxChunkBytes) nextChunkBytes_ = nextChunkBytes_ * 2 > MaxChunkBytes ? MaxChunkBytes : nextChunkBytes_ * 2;
+    return start;
+  }
+
+  Chunk* chunks_ = nullptr;
+  char* cursor_ = nullptr;
+  char* limit_ = nullptr;
+  std::size_t nextChunkBytes_ = FirstChunkBytes;
+  Footprint footprint_;
+};
+
+}  // namespace heapkit
