@@ -42,22 +42,26 @@ TEST(Reap, OverAlignedRequestsThroughTheMemoryResource) {
   EXPECT_FALSE(resource->is_equal(other));
 }
 
-TEST(Reap, ChildrenTakeTheirChunksFromTheParent) {
+TEST(Reap, ChildrenShareTheRootsTopHeap) {
   Reap parent;
   Reap child(parent);
   EXPECT_EQ(child.parentReap(), &parent);
   EXPECT_EQ(parent.firstChild(), &child);
   child.malloc(100);
   EXPECT_GT(child.footprint(), 0u);
-  EXPECT_GE(parent.bytesInUse(), child.footprint()) << "the child's chunks are objects of the parent";
-  std::size_t parentFootprint = parent.footprint();
+  EXPECT_GE(parent.footprint(), child.footprint()) << "a root's footprint covers its tree";
+  EXPECT_EQ(parent.bytesInUse(), 0u);
+  EXPECT_FALSE(parent.heap().inHeapMode()) << "the child's chunks never pass through the parent";
+  std::size_t treeFootprint = parent.footprint();
   child.clear();
   EXPECT_EQ(child.footprint(), 0u);
-  EXPECT_EQ(parent.bytesInUse(), 0u);
-  // The next child reuses the chunk the first gave back.
+  EXPECT_EQ(parent.footprint(), treeFootprint) << "the root's top heap caches the chunk";
   Reap second(parent);
   second.malloc(100);
-  EXPECT_EQ(parent.footprint(), parentFootprint);
+  EXPECT_EQ(parent.footprint(), treeFootprint);
+  EXPECT_EQ(parent.peakFootprint(), treeFootprint);
+  child.malloc(100);
+  EXPECT_EQ(parent.peakFootprint(), 2 * treeFootprint) << "both children hold a chunk now";
 }
 
 TEST(Reap, NestedLifetimes) {
@@ -91,14 +95,15 @@ TEST(Reap, ClearingAParentClearsItsChildrenWhichStayUsable) {
     grandchild.malloc(50);
   }
   parent.clear();
-  EXPECT_EQ(parent.footprint(), 0u);
+  EXPECT_EQ(parent.bytesInUse(), 0u);
+  EXPECT_LE(parent.footprint(), std::size_t{2} << 20) << "no more than the root's chunk cache";
   EXPECT_EQ(child.footprint(), 0u);
   EXPECT_EQ(grandchild.footprint(), 0u);
   EXPECT_EQ(grandchild.bytesInUse(), 0u);
   char* object = static_cast<char*>(grandchild.malloc(50));
   ASSERT_NE(object, nullptr);
   std::memset(object, 7, 50);
-  EXPECT_GT(parent.footprint(), 0u);
+  EXPECT_GT(grandchild.footprint(), 0u);
 }
 
 TEST(Reap, DestroyingAParentWithLiveChildren) {

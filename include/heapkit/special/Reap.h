@@ -2,7 +2,7 @@
 // live on a reap), with RAII ownership and nesting:
 //
 //   heapkit::Reap server;                    // a root reap: chunks come from libc malloc
-//   heapkit::Reap connection(server);        // a child: its chunks are objects of `server`
+//   heapkit::Reap connection(server);        // a child: chunks from the same top heap
 //   std::pmr::vector<int> v(&connection);
 //   connection.clear();                      // frees every object of the child at once
 //
@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <new>
 
+#include "heapkit/combining/ThresholdHeap.h"
 #include "heapkit/special/ReapHeap.h"
 #include "heapkit/top/MallocHeap.h"
 #include "heapkit/utility/MemoryResource.h"
@@ -25,29 +26,40 @@ namespace heapkit {
 
 class Reap;
 
-// Where a reap's chunks come from: its parent reap, or for a root reap a top heap of
-// its own (so distinct roots share no state). A dead reap gets nothing.
+// Where a reap's chunks come from: the top heap of its root reap, which every reap of a
+// tree shares and which counts the tree's footprint. Children do not carve their chunks
+// out of the parent's objects: a child's chunks coming and going would put the parent
+// in heap mode and its small objects would split them. Distinct roots share no state.
+// The top heap keeps up to 2 MiB of freed chunks for reuse (as APR's allocator keeps
+// its free blocks), so a reap per connection does not cost libc calls each time; the
+// cached chunks count in the footprint. A dead reap gets nothing.
 class ReapChunkSource {
  public:
   static constexpr std::size_t Alignment = kMinAlignment;
 
-  ReapChunkSource() = default;
-  explicit ReapChunkSource(Reap* parent) : parent_(parent) {}
+  ReapChunkSource() : top_(&ownTop_) {}
+  inline explicit ReapChunkSource(Reap* parent);
+  ReapChunkSource(const ReapChunkSource&) = delete;
+  ReapChunkSource& operator=(const ReapChunkSource&) = delete;
 
-  inline void* malloc(std::size_t size);
-  inline void free(void* chunk);
+  void* malloc(std::size_t size) { return top_ != nullptr ? top_->malloc(size) : nullptr; }
+  void free(void* chunk) { top_->free(chunk); }
+  std::size_t getSize(void* chunk) const { return top_->getSize(chunk); }
+
+  using Top = ThresholdHeap<2 * 1024 * 1024, MallocHeap>;
 
  private:
   friend class Reap;
   Reap* parent_ = nullptr;
-  bool dead_ = false;
-  MallocHeap top_;
+  Top* top_;
+  Top ownTop_;  // used by a root reap only
 };
 
 class Reap : public HeapMemoryResource<ReapHeap<ReapChunkSource>> {
   using Resource = HeapMemoryResource<ReapHeap<ReapChunkSource>>;
   using Heap = ReapHeap<ReapChunkSource>;
   // The chunk source is a base of the heap; the reap manages its parent link.
+  friend class ReapChunkSource;
   ReapChunkSource& source() { return heap(); }
 
  public:
@@ -61,8 +73,8 @@ class Reap : public HeapMemoryResource<ReapHeap<ReapChunkSource>> {
   ~Reap() override {
     destroyChildren();
     if (Reap* parent = parentReap()) parent->disown(this);
-    // The heap, destroyed next, gives its chunks back to the parent (alive: a parent
-    // destroys its children first).
+    // The heap, destroyed next, gives its chunks back to the root's top heap (alive: a
+    // parent destroys its children first).
   }
 
   // A child owned by this reap: destroyed with it, or earlier with `delete`.
@@ -83,15 +95,28 @@ class Reap : public HeapMemoryResource<ReapHeap<ReapChunkSource>> {
     heap().clear();
   }
 
+  // Usable bytes of this reap's live objects (not its children's).
   std::size_t bytesInUse() { return heap().bytesInUse(); }
-  std::size_t footprint() { return heap().footprint(); }
-  std::size_t peakFootprint() { return heap().peakFootprint(); }
+  // Bytes of chunks held by this reap and its descendants. A root reap answers with its
+  // top heap's count, which includes the top heap's own 32-byte header per chunk.
+  std::size_t footprint() {
+    if (parentReap() == nullptr && !dead()) return source().ownTop_.bytesHeld();
+    std::size_t bytes = heap().footprint();
+    for (Reap* child = firstChild_; child != nullptr; child = child->nextSibling_) bytes += child->footprint();
+    return bytes;
+  }
+  // The high-water mark of footprint(): exact for a root reap (its top heap sees every
+  // chunk of the tree); for a child, of its own chunks only.
+  std::size_t peakFootprint() {
+    if (parentReap() == nullptr) return source().ownTop_.peakBytesHeld();
+    return heap().peakFootprint();
+  }
 
   Reap* parentReap() { return source().parent_; }
   Reap* firstChild() const { return firstChild_; }
   Reap* nextSibling() const { return nextSibling_; }
   bool ownedByParent() const { return ownedByParent_; }
-  bool dead() { return source().dead_; }
+  bool dead() { return source().top_ == nullptr; }
 
  private:
   void adopt(Reap* child) {
@@ -124,7 +149,7 @@ class Reap : public HeapMemoryResource<ReapHeap<ReapChunkSource>> {
     heap().clear();
     parentReap()->disown(this);
     source().parent_ = nullptr;
-    source().dead_ = true;
+    source().top_ = nullptr;
   }
 
   Reap* firstChild_ = nullptr;
@@ -133,14 +158,6 @@ class Reap : public HeapMemoryResource<ReapHeap<ReapChunkSource>> {
   bool ownedByParent_ = false;
 };
 
-inline void* ReapChunkSource::malloc(std::size_t size) {
-  if (parent_ != nullptr) return parent_->heap().malloc(size);
-  return dead_ ? nullptr : top_.malloc(size);
-}
-
-inline void ReapChunkSource::free(void* chunk) {
-  if (parent_ != nullptr) parent_->heap().free(chunk);
-  else top_.free(chunk);
-}
+inline ReapChunkSource::ReapChunkSource(Reap* parent) : parent_(parent), top_(parent->source().top_) {}
 
 }  // namespace heapkit

@@ -4,25 +4,28 @@
 //  - Region mode: objects are bumped out of a ZoneHeap (chunks of 8 KiB, 16 KiB, ...)
 //    with a 16-byte SizeHeap header, so each object's size is known if it is freed.
 //  - A freed object goes onto a Lea-style heap built from the library's own layers:
-//    exact-size quick lists for small objects in front of segregated fits with Lea's
-//    size classes. Later allocations take from it, splitting a block much larger than
-//    the request; when it has nothing that fits, bumping resumes.
+//    segregated fits with Lea's size classes (exact 16-byte classes to 1 KiB, then four
+//    per power of two), each bin a DLList; a request takes from the smallest non-empty
+//    class that fits, splitting a block much larger than the request; when no class
+//    has one, bumping resumes. Until the first free (region mode) allocation does not
+//    even look at it.
 //  - Objects over 128 KiB (Lea's mmap threshold) get a chunk of their own that goes
 //    back to the parent when the object is freed.
 //  - clear() frees every object at once; so does the destructor.
 //
-//   ReapHeap<Parent> = QuickListHeap<128 B, SegHeap<Lea classes, DLList bins,
-//                        ParentRef<SizeHeap<ZoneHeap<8 KiB, Parent>>>>>  (+ own chunks)
+//   ReapHeap<Parent> = SegHeap<Lea classes, DLList bins,
+//                        ParentRef<SizeHeap<ZoneHeap<8 KiB, Parent>>>>  (+ own chunks)
 //
 // Freed blocks are not coalesced: a reap's frees are few compared with its allocations,
-// and its memory comes back wholesale with clear().
+// and its memory comes back wholesale with clear(). (Lea's quick lists are left out for
+// the same reason: they exist to defer coalescing, and their consolidation on every
+// larger miss would cost a reap more than it saves.)
 #pragma once
 
 #include <cstddef>
 #include <cstring>
 #include <memory>
 
-#include "heapkit/combining/QuickListHeap.h"
 #include "heapkit/combining/SegHeap.h"
 #include "heapkit/core/SizeWord.h"
 #include "heapkit/general/LeaHeap.h"
@@ -45,8 +48,7 @@ template <Heap Super>
 class ReapHeap : public SizeHeap<ZoneHeap<Super, reap::kFirstChunkBytes>> {
   using Zone = ZoneHeap<Super, reap::kFirstChunkBytes>;
   using Bump = SizeHeap<Zone>;
-  using FreeObjects = QuickListHeap<lea::kQuickMaxBytes,
-                                    SegHeap<lea::kNumBins, lea::sizeToClass, lea::classToMaxSize, lea::Bin, ParentRef<Bump>>>;
+  using FreeObjects = SegHeap<lea::kNumBins, lea::sizeToClass, lea::classToMaxSize, lea::Bin, ParentRef<Bump>>;
 
  public:
   static constexpr std::size_t Alignment = kMinAlignment;
@@ -55,6 +57,9 @@ class ReapHeap : public SizeHeap<ZoneHeap<Super, reap::kFirstChunkBytes>> {
 
   using Bump::Bump;
   ReapHeap() = default;
+  ReapHeap(const ReapHeap&) = delete;
+  ReapHeap& operator=(const ReapHeap&) = delete;
+
 
   void* malloc(std::size_t size) {
     if (size > reap::kLargeObjectBytes) return mallocLarge(size);
@@ -104,13 +109,15 @@ class ReapHeap : public SizeHeap<ZoneHeap<Super, reap::kFirstChunkBytes>> {
     return moved;
   }
 
-  // Free every object at once: the free-object heap is rebuilt empty (tearing it down
-  // hands its objects to the bump layer, whose free is a no-op) and every chunk goes
-  // back to the parent.
+  // Free every object at once: the free-object heap goes (tearing it down hands its
+  // objects to the bump layer, whose free is a no-op) and every chunk goes back to the
+  // parent.
   void clear() {
-    std::destroy_at(&free_);
+    if (heapMode_) {
+      std::destroy_at(&free_);
+      std::construct_at(&free_, static_cast<Bump*>(this));
+    }
     Zone::clear();
-    std::construct_at(&free_, static_cast<Bump*>(this));
     heapMode_ = false;
     bytesInUse_ = 0;
   }

@@ -77,7 +77,8 @@ class ZoneHeap : public Super {
   // A chunk holding one object of `size` bytes, given back by freeOwnChunk or clear().
   void* mallocOwnChunk(std::size_t size) {
     if (size > kMaxRequest) return nullptr;
-    return newChunk(usableBytesFor(size) + sizeof(Chunk));
+    std::size_t bytes = usableBytesFor(size) + sizeof(Chunk);
+    return newChunk(bytes);
   }
   void freeOwnChunk(void* object) {
     if (object != nullptr) releaseChunk(static_cast<Chunk*>(object) - 1);
@@ -90,9 +91,14 @@ class ZoneHeap : public Super {
  private:
   static constexpr std::size_t kMaxRequest = SIZE_MAX / 2;
 
-  char* newChunk(std::size_t bytes) {
+  char* newChunk(std::size_t& bytes) {
     auto* chunk = static_cast<Chunk*>(Super::malloc(bytes));
     if (chunk == nullptr) return nullptr;
+    if constexpr (SizedHeap<Super>) {
+      // Use whatever the parent gave (a cached chunk may be larger than asked).
+      std::size_t given = Super::getSize(chunk) & ~(kMinAlignment - 1);
+      if (given > bytes) bytes = given;
+    }
     chunk->prev = nullptr;
     chunk->next = chunks_;
     chunk->bytes = bytes;
@@ -112,10 +118,14 @@ class ZoneHeap : public Super {
 
   // Slow path of malloc: the current chunk is full.
   char* refill(std::size_t bytes) {
-    if (bytes > nextChunkBytes_ - sizeof(Chunk)) return newChunk(bytes + sizeof(Chunk));
-    char* start = newChunk(nextChunkBytes_);
+    if (bytes > nextChunkBytes_ - sizeof(Chunk)) {
+      std::size_t own = bytes + sizeof(Chunk);
+      return newChunk(own);
+    }
+    std::size_t chunkBytes = nextChunkBytes_;
+    char* start = newChunk(chunkBytes);
     if (start == nullptr) return nullptr;
-    limit_ = start + (nextChunkBytes_ - sizeof(Chunk));
+    limit_ = start + (chunkBytes - sizeof(Chunk));
     cursor_ = start + bytes;
     if (nextChunkBytes_ < MaxChunkBytes) nextChunkBytes_ = nextChunkBytes_ * 2 > MaxChunkBytes ? MaxChunkBytes : nextChunkBytes_ * 2;
     return start;

@@ -1,0 +1,314 @@
+// Reaps, regions and obstacks against their peers, on two region workloads:
+//  - compiler: per translation unit a region, per function a nested region destroyed at
+//    the end of the function; many small objects (AST nodes, 16-128 bytes) initialised
+//    when allocated; no single-object frees;
+//  - server: a server-wide region, a child region per connection; request objects of
+//    16-512 bytes and a few buffers of 1-8 KiB; about a third of the objects (scratch
+//    buffers, temporaries) freed during the connection, where the allocator can.
+// Every allocator runs the same pre-drawn size sequence; runs are interleaved and each
+// figure is the median of --runs runs; ratios are against the reap in the same run.
+//
+//   reap_bench [--runs N] [--scale S]
+#include <apr_pools.h>
+#include <obstack.h>
+#include <talloc.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory_resource>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "heapkit/reap.h"
+#include "heapkit/special/ObstackHeap.h"
+#include "heapkit/special/Reap.h"
+#include "heapkit/special/ZoneHeap.h"
+#include "heapkit/top/MallocHeap.h"
+#include "heapkit/utility/ParentRef.h"
+
+#define obstack_chunk_alloc std::malloc
+#define obstack_chunk_free std::free
+
+namespace {
+
+// ---------------------------------------------------------------- allocators
+// Each: Region* create(Region* parent); destroy(Region*); alloc(Region*, n); free(Region*, p)
+// (a no-op where the allocator cannot free single objects).
+
+struct ReapCpp {
+  static constexpr const char* kName = "reap (C++ heapkit::Reap)";
+  using Region = heapkit::Reap;
+  static Region* create(Region* parent) { return parent ? new Region(*parent) : new Region(); }
+  static void destroy(Region* r) { delete r; }
+  static void* alloc(Region* r, std::size_t n) { return r->malloc(n); }
+  static void free(Region* r, void* p) { r->free(p); }
+};
+
+struct ReapC {
+  static constexpr const char* kName = "reap (C libheapkit-reap)";
+  using Region = reap_t;
+  static Region* create(Region* parent) { return reap_create(parent); }
+  static void destroy(Region* r) { reap_destroy(r); }
+  static void* alloc(Region* r, std::size_t n) { return reap_malloc(r, n); }
+  static void free(Region* r, void* p) { reap_free(r, p); }
+};
+
+// A reap that drops its frees: a reap in region mode throughout.
+struct ReapNoFree : ReapCpp {
+  static constexpr const char* kName = "reap, frees dropped";
+  static void free(Region*, void*) {}
+};
+
+// Over the same top heap as a reap's (libc malloc behind a 2 MiB chunk cache), shared
+// by every region, so the comparison is of the region layers alone.
+struct Zone {
+  static constexpr const char* kName = "region (heapkit ZoneHeap)";
+  using Top = heapkit::ReapChunkSource::Top;
+  using Region = heapkit::ZoneHeap<heapkit::ParentRef<Top>>;
+  static Top& top() {
+    static Top shared;
+    return shared;
+  }
+  static Region* create(Region*) { return new Region(&top()); }
+  static void destroy(Region* r) { delete r; }
+  static void* alloc(Region* r, std::size_t n) { return r->malloc(n); }
+  static void free(Region*, void*) {}
+};
+
+struct HkObstack {
+  static constexpr const char* kName = "obstack (heapkit ObstackHeap)";
+  using Region = heapkit::ObstackHeap<4064, heapkit::MallocHeap>;
+  static Region* create(Region*) { return new Region(); }
+  static void destroy(Region* r) { delete r; }
+  static void* alloc(Region* r, std::size_t n) { return r->alloc(n); }
+  static void free(Region*, void*) {}
+};
+
+struct GnuObstack {
+  static constexpr const char* kName = "obstack (glibc)";
+  using Region = struct obstack;
+  static Region* create(Region*) {
+    auto* r = static_cast<Region*>(std::malloc(sizeof(Region)));
+    obstack_init(r);
+    return r;
+  }
+  static void destroy(Region* r) {
+    obstack_free(r, nullptr);
+    std::free(r);
+  }
+  static void* alloc(Region* r, std::size_t n) { return obstack_alloc(r, n); }
+  static void free(Region*, void*) {}
+};
+
+// malloc/free has no regions: a region is the list of its objects, freed one by one.
+struct Glibc {
+  static constexpr const char* kName = "glibc malloc/free";
+  struct Region {
+    std::vector<void*> objects;
+  };
+  static Region* create(Region*) {
+    auto* r = new Region();
+    r->objects.reserve(256);
+    return r;
+  }
+  static void destroy(Region* r) {
+    for (void* p : r->objects) std::free(p);
+    delete r;
+  }
+  static void* alloc(Region* r, std::size_t n) {
+    void* p = std::malloc(n);
+    r->objects.push_back(p);
+    return p;
+  }
+  static void free(Region* r, void* p) {
+    // The workload frees its most recent objects, so the search is short.
+    auto it = std::find(r->objects.rbegin(), r->objects.rend(), p);
+    *it = r->objects.back();
+    r->objects.pop_back();
+    std::free(p);
+  }
+};
+
+struct Talloc {
+  static constexpr const char* kName = "talloc";
+  using Region = void;
+  static Region* create(Region* parent) { return talloc_new(parent); }
+  static void destroy(Region* r) { talloc_free(r); }
+  static void* alloc(Region* r, std::size_t n) { return talloc_size(r, n); }
+  static void free(Region*, void* p) { talloc_free(p); }
+};
+
+struct Apr {
+  static constexpr const char* kName = "APR pools";
+  using Region = apr_pool_t;
+  static Region* create(Region* parent) {
+    apr_pool_t* pool = nullptr;
+    apr_pool_create(&pool, parent);
+    return pool;
+  }
+  static void destroy(Region* r) { apr_pool_destroy(r); }
+  static void* alloc(Region* r, std::size_t n) { return apr_palloc(r, n); }
+  static void free(Region*, void*) {}
+};
+
+struct Monotonic {
+  static constexpr const char* kName = "std::pmr::monotonic_buffer_resource";
+  using Region = std::pmr::monotonic_buffer_resource;
+  static Region* create(Region*) { return new Region(); }
+  static void destroy(Region* r) { delete r; }
+  static void* alloc(Region* r, std::size_t n) { return r->allocate(n == 0 ? 1 : n, 16); }
+  static void free(Region*, void*) {}
+};
+
+// ---------------------------------------------------------------- workloads
+
+struct Config {
+  int runs = 7;
+  double scale = 1.0;
+};
+
+// Sizes drawn once; every allocator sees the same sequence.
+std::vector<std::uint32_t> drawSizes(std::size_t count, std::uint64_t seed, bool server) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::uint32_t> sizes(count);
+  static const std::uint32_t kNodeSizes[] = {16, 24, 24, 32, 32, 32, 40, 48, 48, 64, 64, 96, 128};
+  for (auto& size : sizes) {
+    if (!server) {
+      size = kNodeSizes[rng() % std::size(kNodeSizes)];
+    } else {
+      size = rng() % 16 == 0 ? 1024 + static_cast<std::uint32_t>(rng() % 7168)
+                             : 16 + static_cast<std::uint32_t>(rng() % 497);
+    }
+  }
+  return sizes;
+}
+
+volatile std::uint64_t sink;
+
+// Writes the object as the program would initialise it.
+inline void touch(void* p, std::size_t n) {
+  std::memset(p, static_cast<int>(n), n);
+}
+
+template <class A>
+double compiler(const std::vector<std::uint32_t>& sizes, int units) {
+  auto start = std::chrono::steady_clock::now();
+  std::uint64_t check = 0;
+  std::size_t next = 0;
+  for (int unit = 0; unit < units; ++unit) {
+    auto* unitRegion = A::create(nullptr);
+    for (int function = 0; function < 20; ++function) {
+      auto* functionRegion = A::create(unitRegion);
+      for (int node = 0; node < 500; ++node) {
+        std::size_t n = sizes[next++ % sizes.size()];
+        // One node in 16 outlives the function (symbols, types): the unit keeps it.
+        auto* region = node % 16 == 0 ? unitRegion : functionRegion;
+        void* p = A::alloc(region, n);
+        touch(p, n);
+        check += reinterpret_cast<std::uintptr_t>(p) & 0xff;
+      }
+      A::destroy(functionRegion);
+    }
+    A::destroy(unitRegion);
+  }
+  sink = check;
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+template <class A>
+double server(const std::vector<std::uint32_t>& sizes, int connections) {
+  auto start = std::chrono::steady_clock::now();
+  std::uint64_t check = 0;
+  std::size_t next = 0;
+  auto* serverRegion = A::create(nullptr);
+  void* scratch[8];
+  for (int connection = 0; connection < connections; ++connection) {
+    auto* region = A::create(serverRegion);
+    for (int request = 0; request < 8; ++request) {
+      // Request objects live to the end of the connection; scratch objects (every
+      // third) are freed when the request is done.
+      int scratchCount = 0;
+      for (int object = 0; object < 24; ++object) {
+        std::size_t n = sizes[next++ % sizes.size()];
+        void* p = A::alloc(region, n);
+        touch(p, n < 64 ? n : 64);  // headers written; buffers filled later, if at all
+        check += reinterpret_cast<std::uintptr_t>(p) & 0xff;
+        if (object % 3 == 0) scratch[scratchCount++] = p;
+      }
+      while (scratchCount > 0) A::free(region, scratch[--scratchCount]);
+    }
+    A::destroy(region);
+  }
+  A::destroy(serverRegion);
+  sink = check;
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+struct Row {
+  const char* name;
+  std::function<double()> run;
+  std::vector<double> times;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void report(const char* title, std::vector<Row>& rows, int runs, const char* baseline) {
+  for (int run = 0; run < runs; ++run)
+    for (Row& row : rows) row.times.push_back(row.run());
+  double base = 0;
+  for (Row& row : rows)
+    if (std::strcmp(row.name, baseline) == 0) base = median(row.times);
+  std::printf("\n### %s (median of %d runs; ratio = time / %s)\n\n", title, runs, baseline);
+  std::printf("| allocator | ms | ratio |\n|---|---:|---:|\n");
+  for (Row& row : rows) std::printf("| %s | %.1f | %.2f |\n", row.name, median(row.times), median(row.times) / base);
+}
+
+template <class... As>
+std::vector<Row> rowsFor(const std::vector<std::uint32_t>& sizes, int count, bool isServer) {
+  std::vector<Row> rows;
+  (rows.push_back(Row{As::kName,
+                      [&sizes, count, isServer] { return isServer ? server<As>(sizes, count) : compiler<As>(sizes, count); },
+                      {}}),
+   ...);
+  return rows;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config config;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--runs") == 0) config.runs = std::max(1, std::atoi(argv[i + 1]));
+    else if (std::strcmp(argv[i], "--scale") == 0) config.scale = std::atof(argv[i + 1]);
+  }
+  apr_initialize();
+  talloc_disable_null_tracking();
+
+  auto compilerSizes = drawSizes(1 << 16, 1, false);
+  int units = std::max(1, static_cast<int>(200 * config.scale));
+  auto compilerRows = rowsFor<ReapCpp, ReapC, Zone, HkObstack, GnuObstack, Glibc, Talloc, Apr, Monotonic>(
+      compilerSizes, units, false);
+  std::printf("Compiler-like: %d units x 20 nested function regions x 500 objects of 16-128 bytes, "
+              "1/16 of them in the unit region; no single-object frees.\n", units);
+  report("compiler-like", compilerRows, config.runs, ReapCpp::kName);
+
+  auto serverSizes = drawSizes(1 << 16, 2, true);
+  int connections = std::max(1, static_cast<int>(20000 * config.scale));
+  auto serverRows = rowsFor<ReapCpp, ReapC, ReapNoFree, Zone, HkObstack, GnuObstack, Glibc, Talloc, Apr, Monotonic>(
+      serverSizes, connections, true);
+  std::printf("\nServer-like: %d connections, each a child region of the server's; 8 requests x 24 objects "
+              "(16-512 bytes, 1 in 16 a 1-8 KiB buffer); every third object freed after its request "
+              "(a no-op where the allocator cannot free one object).\n", connections);
+  report("server-like", serverRows, config.runs, ReapCpp::kName);
+
+  apr_terminate();
+  return 0;
+}
