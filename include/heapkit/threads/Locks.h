@@ -1,0 +1,89 @@
+// The locks the thread layers take. Neither allocates, so both are safe inside malloc,
+// before main and in the child of a fork (where childAfterFork() re-creates them).
+#pragma once
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
+
+namespace heapkit {
+
+// A test-and-test-and-set lock that yields the CPU after a short spin: with more threads
+// than cores (2 here), a pure spin would burn the holder's time slice.
+class SpinLock {
+ public:
+  void lock() {
+    for (unsigned spins = 0; locked_.exchange(true, std::memory_order_acquire); ++spins) {
+      while (locked_.load(std::memory_order_relaxed)) {
+        if (++spins > 64) sched_yield();
+        else __builtin_ia32_pause();
+      }
+    }
+  }
+  bool try_lock() { return !locked_.load(std::memory_order_relaxed) && !locked_.exchange(true, std::memory_order_acquire); }
+  void unlock() { locked_.store(false, std::memory_order_release); }
+  // Only the forking thread survives in the child; whoever held the lock is gone.
+  void reset() { locked_.store(false, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> locked_{false};
+};
+
+// A pthread mutex: sleeps instead of spinning, better when critical sections are long.
+class MutexLock {
+ public:
+  MutexLock() = default;
+  MutexLock(const MutexLock&) = delete;
+  MutexLock& operator=(const MutexLock&) = delete;
+  ~MutexLock() { pthread_mutex_destroy(&mutex_); }
+
+  void lock() { pthread_mutex_lock(&mutex_); }
+  bool try_lock() { return pthread_mutex_trylock(&mutex_) == 0; }
+  void unlock() { pthread_mutex_unlock(&mutex_); }
+  void reset() { mutex_ = PTHREAD_MUTEX_INITIALIZER; }
+
+ private:
+  pthread_mutex_t mutex_ = PTHREAD_MUTEX_INITIALIZER;
+};
+
+template <class L>
+class LockGuard {
+ public:
+  explicit LockGuard(L& lock) : lock_(lock) { lock_.lock(); }
+  ~LockGuard() { lock_.unlock(); }
+  LockGuard(const LockGuard&) = delete;
+  LockGuard& operator=(const LockGuard&) = delete;
+
+ private:
+  L& lock_;
+};
+
+// Fork hooks: a layer that holds locks takes them all before fork() and releases (parent)
+// or re-creates (child) them after, so the child never inherits a lock held by a thread
+// that does not exist there. Layers forward the hooks to the heaps they contain.
+namespace forkhooks {
+template <class H>
+void prepare(H& heap) {
+  if constexpr (requires { heap.prepareFork(); }) heap.prepareFork();
+}
+template <class H>
+void parent(H& heap) {
+  if constexpr (requires { heap.parentAfterFork(); }) heap.parentAfterFork();
+}
+template <class H>
+void child(H& heap) {
+  if constexpr (requires { heap.childAfterFork(); }) heap.childAfterFork();
+}
+}  // namespace forkhooks
+
+// A small dense index per thread (0, 1, 2, ... in order of first use), for layers that
+// spread threads over an array of heaps. No dynamic initialisation, so no TLS wrapper.
+inline std::size_t threadIndex() {
+  static std::atomic<std::size_t> next{0};
+  static thread_local std::size_t index = SIZE_MAX;
+  if (index == SIZE_MAX) index = next.fetch_add(1, std::memory_order_relaxed);
+  return index;
+}
+
+}  // namespace heapkit

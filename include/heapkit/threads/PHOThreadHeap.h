@@ -1,0 +1,82 @@
+// PHOThreadHeap: private heaps with ownership (Berger's "PHOThreadHeap"). Threads are
+// spread over NumHeaps thread-safe heaps as in ThreadHeap, but every object remembers the
+// heap that allocated it and goes back there whoever frees it, so memory never migrates
+// between heaps and any heap (coalescing ones included) can be used.
+//
+// The owner costs a 16-byte header: [owner index][size word][object...]. The size word
+// keeps the size-word convention, so layers above (HybridHeap, ANSIWrapper) still work.
+// The scalable composition (ScalableHeap) keeps ownership per superblock instead, free.
+#pragma once
+
+#include <cstddef>
+
+#include "heapkit/core/HeapContract.h"
+#include "heapkit/core/SizeWord.h"
+#include "heapkit/threads/Locks.h"
+
+namespace heapkit {
+
+template <std::size_t NumHeaps, SizedHeap PerThreadHeap>
+class PHOThreadHeap {
+  static_assert(NumHeaps > 0);
+  static constexpr std::size_t kHeaderBytes = 16;
+
+ public:
+  static constexpr std::size_t Alignment = kMinAlignment;
+  static constexpr bool KeepsSizeWord = true;
+
+  void* malloc(std::size_t size) {
+    if (!fitsAfterAlignUp(size, kHeaderBytes, kMinAlignment)) return nullptr;
+    std::size_t owner = threadIndex() % NumHeaps;
+    auto* block = static_cast<std::size_t*>(heaps_[owner].malloc(size + kHeaderBytes));
+    if (block == nullptr) return nullptr;
+    std::size_t usable = (heaps_[owner].getSize(block) - kHeaderBytes) & ~sizeword::kFlagMask;
+    block[0] = owner;
+    void* object = block + 2;
+    sizeword::set(object, usable);
+    return object;
+  }
+
+  void free(void* object) {
+    if (object == nullptr) return;
+    std::size_t* block = static_cast<std::size_t*>(object) - 2;
+    heaps_[block[0]].free(block);
+  }
+
+  std::size_t getSize(void* object) const { return sizeword::size(object); }
+
+  // Which heap owns an object (for tests and diagnostics).
+  static std::size_t ownerOf(void* object) { return (static_cast<std::size_t*>(object) - 2)[0]; }
+
+  std::size_t bytesHeld() const
+    requires FootprintHeap<PerThreadHeap>
+  {
+    std::size_t total = 0;
+    for (const PerThreadHeap& heap : heaps_) total += heap.bytesHeld();
+    return total;
+  }
+  std::size_t peakBytesHeld() const
+    requires FootprintHeap<PerThreadHeap>
+  {
+    std::size_t total = 0;
+    for (const PerThreadHeap& heap : heaps_) total += heap.peakBytesHeld();
+    return total;
+  }
+
+  void prepareFork() {
+    for (PerThreadHeap& heap : heaps_) forkhooks::prepare(heap);
+  }
+  void parentAfterFork() {
+    for (PerThreadHeap& heap : heaps_) forkhooks::parent(heap);
+  }
+  void childAfterFork() {
+    for (PerThreadHeap& heap : heaps_) forkhooks::child(heap);
+  }
+
+  PerThreadHeap& heap(std::size_t index) { return heaps_[index]; }
+
+ private:
+  PerThreadHeap heaps_[NumHeaps];
+};
+
+}  // namespace heapkit

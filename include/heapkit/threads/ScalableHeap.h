@@ -1,0 +1,613 @@
+// ScalableHeap: heapkit's general-purpose multi-threaded allocator, in the spirit of Hoard
+// (per-thread heaps, ownership per superblock) with mimalloc's free lists per superblock.
+//
+//  - Memory comes from Top in 4 MiB arenas cut into 256 KiB superblocks, aligned so
+//    that any object's superblock header is found by masking its address.
+//  - A superblock holds objects of one of 40 size classes (16 B to 32 KiB; 16-byte steps
+//    to 128 B, then four classes per doubling) and is owned by one thread heap. Each
+//    thread allocates from its own heap without locks.
+//  - A block freed by its owner thread goes on the superblock's local free list; a block
+//    freed by another thread is pushed on the superblock's atomic remote list, and
+//    returns to the owner (Hoard's ownership), which collects it when it runs out.
+//  - A wholly free superblock goes back to a shared pool; beyond 4 MiB of free ones the
+//    pool returns their pages to the OS (madvise), so peak RSS tracks live data.
+//  - A thread's heap is handed on to the next new thread when the thread exits (a
+//    pthread key destructor), so many short-lived threads reuse a few heaps.
+//  - Requests over 32 KiB (or with large alignment) get a block of their own from Top.
+//
+// Thread-safety protocol for a full superblock (the only subtle part): the owner moves
+// an exhausted superblock to its full list and sets `inFullList`; a remote free pushes
+// its block first, then claims the superblock by clearing `inFullList` with a CAS and
+// pushes the superblock on the owner's `reactivated` stack. Whoever wins the CAS (the
+// owner cancelling, or exactly one remote freer) acts, so a remote free is never lost and
+// a claimed superblock stays pinned in the full list until its owner pops it.
+#pragma once
+
+#include <pthread.h>
+#include <sys/mman.h>
+
+#include <atomic>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+#include "heapkit/core/HeapContract.h"
+#include "heapkit/threads/Locks.h"
+#include "heapkit/top/MmapHeap.h"
+
+namespace heapkit {
+
+namespace scalable {
+inline constexpr std::size_t kSuperblockBytes = 256 * 1024;
+inline constexpr std::size_t kSuperblocksPerArena = 16;
+inline constexpr std::size_t kMaxSmallBytes = 32 * 1024;
+inline constexpr std::size_t kNumClasses = 40;
+// Free superblocks kept with their pages; beyond this the pool gives the pages back.
+inline constexpr std::size_t kCommittedPoolSuperblocks = 16;
+inline constexpr std::size_t kPageBytes = 4096;
+
+constexpr std::size_t sizeToClass(std::size_t size) {
+  if (size <= 128) return size == 0 ? 0 : (size - 1) / 16;
+  std::size_t log2 = static_cast<std::size_t>(std::bit_width(size - 1)) - 1;  // size in (2^log2, 2^(log2+1)]
+  return 8 + (log2 - 7) * 4 + (((size - 1) >> (log2 - 2)) & 3);
+}
+constexpr std::size_t classToSize(std::size_t sizeClass) {
+  if (sizeClass < 8) return (sizeClass + 1) * 16;
+  std::size_t log2 = 7 + (sizeClass - 8) / 4;
+  return (std::size_t{1} << log2) + ((sizeClass - 8) % 4 + 1) * (std::size_t{1} << (log2 - 2));
+}
+static_assert(sizeToClass(1) == 0 && sizeToClass(128) == 7 && sizeToClass(129) == 8 && classToSize(8) == 160 &&
+              sizeToClass(256) == 11 && classToSize(11) == 256 && sizeToClass(kMaxSmallBytes) == kNumClasses - 1 &&
+              classToSize(kNumClasses - 1) == kMaxSmallBytes);
+}  // namespace scalable
+
+template <Heap Top = MmapHeap>
+class ScalableHeap {
+  struct FreeNode {
+    FreeNode* next;
+  };
+  struct ThreadHeapState;
+
+  enum class Kind : std::uint32_t { Small, Large };
+  enum class List : std::uint32_t { None, Partial, Full };
+
+  // At the start of every superblock, and of every large block's first 256 KiB.
+  struct alignas(64) Superblock {
+    // Owner-side fields, touched only by the owning thread (or under the pool lock).
+    ThreadHeapState* owner;
+    Superblock* prev;
+    Superblock* next;
+    FreeNode* freeList;
+    char* bump;
+    char* lastStart;       // last address where a whole object still fits
+    char* firstObject;
+    std::uint64_t reciprocal;  // ceil(2^32 / objectBytes): object index without a division
+    std::uint32_t objectBytes;
+    std::uint32_t sizeClass;
+    std::uint32_t used;    // handed out and not yet back on freeList
+    Kind kind;
+    List list;
+    bool decommitted;
+    // Large blocks: what Top gave, and the object.
+    void* topBlock;
+    std::size_t usableBytes;
+    // Touched by other threads: its own cache line, so remote frees do not slow the owner.
+    alignas(64) std::atomic<FreeNode*> remoteFree;
+    std::atomic<std::uint32_t> inFullList;
+    Superblock* nextReactivated;
+  };
+  static_assert(sizeof(Superblock) == 192 && sizeof(Superblock) % kMinAlignment == 0);
+
+  struct ClassState {
+    Superblock* partial = nullptr;  // head = current superblock
+    Superblock* partialTail = nullptr;
+    Superblock* full = nullptr;
+  };
+
+  struct ThreadHeapState {
+    ClassState classes[scalable::kNumClasses];
+    std::atomic<Superblock*> reactivated{nullptr};
+    ScalableHeap* instance;
+    ThreadHeapState* nextFree = nullptr;
+    ThreadHeapState* nextAll = nullptr;
+  };
+
+  struct ThreadCache {
+    std::uint64_t instanceId;
+    ThreadHeapState* heap;
+  };
+
+ public:
+  static constexpr std::size_t Alignment = kMinAlignment;
+
+  ScalableHeap() : id_(nextInstanceId().fetch_add(1, std::memory_order_relaxed)) {
+    keyOk_ = pthread_key_create(&key_, &onThreadExit) == 0;
+  }
+  ScalableHeap(const ScalableHeap&) = delete;
+  ScalableHeap& operator=(const ScalableHeap&) = delete;
+
+  ~ScalableHeap() {
+    if (keyOk_) pthread_key_delete(key_);
+    if (threadCache.instanceId == id_) threadCache = {0, nullptr};
+    while (largeBlocks_ != nullptr) {
+      Superblock* block = largeBlocks_;
+      largeBlocks_ = block->next;
+      top_.free(block->topBlock);
+    }
+    while (arenas_ != nullptr) {
+      void* raw = arenas_;
+      arenas_ = *arenaLink(raw);
+      top_.free(raw);
+    }
+    while (allHeaps_ != nullptr) {
+      ThreadHeapState* heap = allHeaps_;
+      allHeaps_ = heap->nextAll;
+      heap->~ThreadHeapState();
+      top_.free(heap);
+    }
+  }
+
+  void* malloc(std::size_t size) {
+    if (size <= scalable::kMaxSmallBytes) {
+      ThreadHeapState* heap = myHeap(true);
+      if (heap == nullptr) return nullptr;
+      return allocSmall(heap, scalable::sizeToClass(size));
+    }
+    return allocLarge(size, kMinAlignment);
+  }
+
+  // Any power-of-two alignment; free and getSize accept the pointer it returns.
+  void* memalign(std::size_t alignment, std::size_t size) {
+    if (!isPowerOfTwo(alignment)) return nullptr;
+    if (alignment <= kMinAlignment) return malloc(size);
+    // Small objects are 16-aligned: one of size + alignment - 16 bytes holds an aligned one.
+    if (alignment <= scalable::kPageBytes && size <= scalable::kMaxSmallBytes - alignment) {
+      auto* object = static_cast<char*>(malloc(size + alignment - kMinAlignment));
+      if (object == nullptr) return nullptr;
+      return reinterpret_cast<void*>(alignUp(reinterpret_cast<std::uintptr_t>(object), alignment));
+    }
+    return allocLarge(size, alignment);
+  }
+
+  void free(void* pointer) {
+    if (pointer == nullptr) return;
+    Superblock* sb = superblockOf(pointer);
+    if (sb->kind == Kind::Large) {
+      freeLarge(sb);
+      return;
+    }
+    auto* node = static_cast<FreeNode*>(objectStart(sb, pointer));
+    ThreadHeapState* heap = myHeap(false);
+    if (sb->owner == heap && heap != nullptr) freeLocal(heap, sb, node);
+    else freeRemote(sb, node);
+  }
+
+  std::size_t getSize(void* pointer) const {
+    Superblock* sb = superblockOf(pointer);
+    auto* p = static_cast<char*>(pointer);
+    if (sb->kind == Kind::Large) return sb->usableBytes - static_cast<std::size_t>(p - sb->firstObject);
+    auto* start = static_cast<char*>(objectStart(sb, pointer));
+    return sb->objectBytes - static_cast<std::size_t>(p - start);
+  }
+
+  std::size_t bytesHeld() const {
+    LockGuard<SpinLock> guard(poolLock_);
+    return top_.bytesHeld();
+  }
+  std::size_t peakBytesHeld() const {
+    LockGuard<SpinLock> guard(poolLock_);
+    return top_.peakBytesHeld();
+  }
+
+  // Fork: the pool and the heap registry are the only locks. In the child, the heaps of
+  // threads that do not exist there are never handed on: one of them may have been
+  // mid-update when fork() copied it. Their blocks can still be freed (remote frees).
+  void prepareFork() {
+    heapsLock_.lock();
+    poolLock_.lock();
+  }
+  void parentAfterFork() {
+    poolLock_.unlock();
+    heapsLock_.unlock();
+  }
+  void childAfterFork() {
+    // Heaps on the free list were released whole and are safe to hand on; the heaps of
+    // the parent's other threads are simply never released in the child.
+    poolLock_.reset();
+    heapsLock_.reset();
+  }
+
+  // Gives this thread's heap to the next new thread now (tests; the key does it at exit).
+  void releaseThisThreadsHeap() {
+    ThreadHeapState* heap = myHeap(false);
+    if (heap == nullptr) return;
+    if (keyOk_) pthread_setspecific(key_, nullptr);
+    releaseHeap(heap);
+  }
+
+  // Superblocks in the shared pool (tests: thread exit and frees give them back).
+  std::size_t pooledSuperblocks() const {
+    LockGuard<SpinLock> guard(poolLock_);
+    return pooledCount_;
+  }
+
+ private:
+  // ---- thread heaps ----------------------------------------------------------------
+
+  // One entry per thread: the heap of the instance it used last. The pthread key is
+  // the fallback when a thread uses several instances.
+  static inline constinit thread_local ThreadCache threadCache{0, nullptr};
+
+  static std::atomic<std::uint64_t>& nextInstanceId() {
+    static constinit std::atomic<std::uint64_t> next{1};
+    return next;
+  }
+
+  ThreadHeapState* myHeap(bool create) {
+    if (threadCache.instanceId == id_) return threadCache.heap;
+    auto* heap = keyOk_ ? static_cast<ThreadHeapState*>(pthread_getspecific(key_)) : nullptr;
+    if (heap == nullptr) {
+      if (!create) return nullptr;
+      heap = acquireHeap();
+      if (heap == nullptr) return nullptr;
+      threadCache = {id_, heap};
+      // Set after the cache: pthread_setspecific may itself call malloc (keys >= 32).
+      if (keyOk_) pthread_setspecific(key_, heap);
+    }
+    threadCache = {id_, heap};
+    return heap;
+  }
+
+  ThreadHeapState* acquireHeap() {
+    LockGuard<SpinLock> guard(heapsLock_);
+    if (freeHeaps_ != nullptr) {
+      ThreadHeapState* heap = freeHeaps_;
+      freeHeaps_ = heap->nextFree;
+      return heap;
+    }
+    void* memory;
+    {
+      LockGuard<SpinLock> poolGuard(poolLock_);
+      memory = top_.malloc(sizeof(ThreadHeapState));
+    }
+    if (memory == nullptr) return nullptr;
+    auto* heap = new (memory) ThreadHeapState();
+    heap->instance = this;
+    heap->nextAll = allHeaps_;
+    allHeaps_ = heap;
+    return heap;
+  }
+
+  static void onThreadExit(void* value) {
+    auto* heap = static_cast<ThreadHeapState*>(value);
+    heap->instance->releaseHeap(heap);
+  }
+
+  void releaseHeap(ThreadHeapState* heap) {
+    if (threadCache.heap == heap) threadCache = {0, nullptr};
+    // Superblocks that are wholly free go back to the pool now; the rest travel with the
+    // heap to the next thread, and remote frees keep reaching them meanwhile.
+    for (std::size_t c = 0; c < scalable::kNumClasses; ++c) {
+      Superblock* sb = heap->classes[c].partial;
+      while (sb != nullptr) {
+        Superblock* next = sb->next;
+        collectRemote(sb);
+        if (sb->used == 0) {
+          unlinkPartial(heap->classes[c], sb);
+          retire(sb);
+        }
+        sb = next;
+      }
+    }
+    LockGuard<SpinLock> guard(heapsLock_);
+    heap->nextFree = freeHeaps_;
+    freeHeaps_ = heap;
+  }
+
+  // ---- small objects -----------------------------------------------------------------
+
+  static Superblock* superblockOf(void* pointer) {
+    auto address = reinterpret_cast<std::uintptr_t>(pointer);
+    auto base = address & ~(scalable::kSuperblockBytes - 1);
+    // Only a large block aligned to a superblock boundary starts there (a superblock
+    // begins with its header): its header sits one superblock below.
+    if (base == address) base -= scalable::kSuperblockBytes;
+    return reinterpret_cast<Superblock*>(base);
+  }
+
+  // The start of the object holding `pointer` (memalign hands out interior pointers).
+  static void* objectStart(Superblock* sb, void* pointer) {
+    auto offset = static_cast<std::uint64_t>(static_cast<char*>(pointer) - sb->firstObject);
+    std::uint64_t index = (offset * sb->reciprocal) >> 32;
+    return sb->firstObject + index * sb->objectBytes;
+  }
+
+  void* allocSmall(ThreadHeapState* heap, std::size_t sizeClass) {
+    Superblock* sb = heap->classes[sizeClass].partial;
+    if (sb != nullptr) [[likely]] {
+      if (FreeNode* node = sb->freeList) {
+        sb->freeList = node->next;
+        ++sb->used;
+        return node;
+      }
+      if (sb->bump <= sb->lastStart) {
+        char* object = sb->bump;
+        sb->bump += sb->objectBytes;
+        ++sb->used;
+        return object;
+      }
+    }
+    return allocSlow(heap, sizeClass);
+  }
+
+  void* allocSlow(ThreadHeapState* heap, std::size_t sizeClass) {
+    ClassState& cls = heap->classes[sizeClass];
+    processReactivated(heap);
+    while (Superblock* sb = cls.partial) {
+      collectRemote(sb);
+      if (void* object = takeFrom(sb)) return object;
+      if (!moveToFull(cls, sb)) {  // a remote free arrived meanwhile: use it
+        collectRemote(sb);
+        if (void* object = takeFrom(sb)) return object;
+      }
+    }
+    Superblock* sb = newSuperblock(heap, sizeClass);
+    if (sb == nullptr) return nullptr;
+    pushPartialFront(cls, sb);
+    return takeFrom(sb);
+  }
+
+  static void* takeFrom(Superblock* sb) {
+    if (FreeNode* node = sb->freeList) {
+      sb->freeList = node->next;
+      ++sb->used;
+      return node;
+    }
+    if (sb->bump <= sb->lastStart) {
+      char* object = sb->bump;
+      sb->bump += sb->objectBytes;
+      ++sb->used;
+      return object;
+    }
+    return nullptr;
+  }
+
+  static void collectRemote(Superblock* sb) {
+    if (sb->remoteFree.load(std::memory_order_relaxed) == nullptr) return;
+    FreeNode* list = sb->remoteFree.exchange(nullptr, std::memory_order_acquire);
+    while (list != nullptr) {
+      FreeNode* next = list->next;
+      list->next = sb->freeList;
+      sb->freeList = list;
+      --sb->used;
+      list = next;
+    }
+  }
+
+  // Returns false when it found a remote free and kept the superblock partial instead.
+  bool moveToFull(ClassState& cls, Superblock* sb) {
+    sb->inFullList.store(1, std::memory_order_seq_cst);
+    if (sb->remoteFree.load(std::memory_order_seq_cst) != nullptr) {
+      std::uint32_t expected = 1;
+      if (sb->inFullList.compare_exchange_strong(expected, 0, std::memory_order_seq_cst)) return false;
+      // A remote freer claimed it: it will be on `reactivated` shortly; park it in full.
+    }
+    unlinkPartial(cls, sb);
+    sb->list = List::Full;
+    sb->prev = nullptr;
+    sb->next = cls.full;
+    if (cls.full) cls.full->prev = sb;
+    cls.full = sb;
+    return true;
+  }
+
+  void processReactivated(ThreadHeapState* heap) {
+    if (heap->reactivated.load(std::memory_order_relaxed) == nullptr) return;
+    Superblock* sb = heap->reactivated.exchange(nullptr, std::memory_order_acquire);
+    while (sb != nullptr) {
+      Superblock* next = sb->nextReactivated;
+      moveFullToPartial(heap->classes[sb->sizeClass], sb);
+      sb = next;
+    }
+  }
+
+  static void unlinkFull(ClassState& cls, Superblock* sb) {
+    if (sb->prev) sb->prev->next = sb->next;
+    else cls.full = sb->next;
+    if (sb->next) sb->next->prev = sb->prev;
+  }
+
+  static void unlinkPartial(ClassState& cls, Superblock* sb) {
+    if (sb->prev) sb->prev->next = sb->next;
+    else cls.partial = sb->next;
+    if (sb->next) sb->next->prev = sb->prev;
+    else cls.partialTail = sb->prev;
+    sb->list = List::None;
+  }
+
+  static void pushPartialFront(ClassState& cls, Superblock* sb) {
+    sb->list = List::Partial;
+    sb->prev = nullptr;
+    sb->next = cls.partial;
+    if (cls.partial) cls.partial->prev = sb;
+    else cls.partialTail = sb;
+    cls.partial = sb;
+  }
+
+  // Behind the current superblock, so the current one stays in use.
+  static void pushPartialBack(ClassState& cls, Superblock* sb) {
+    sb->list = List::Partial;
+    sb->next = nullptr;
+    sb->prev = cls.partialTail;
+    if (cls.partialTail) cls.partialTail->next = sb;
+    else cls.partial = sb;
+    cls.partialTail = sb;
+  }
+
+  static void moveFullToPartial(ClassState& cls, Superblock* sb) {
+    unlinkFull(cls, sb);
+    pushPartialBack(cls, sb);
+  }
+
+  void freeLocal(ThreadHeapState* heap, Superblock* sb, FreeNode* node) {
+    node->next = sb->freeList;
+    sb->freeList = node;
+    --sb->used;
+    ClassState& cls = heap->classes[sb->sizeClass];
+    if (sb->list == List::Full) {
+      // Unless a remote freer has claimed it (then `reactivated` brings it back).
+      std::uint32_t expected = 1;
+      if (!sb->inFullList.compare_exchange_strong(expected, 0, std::memory_order_seq_cst)) return;
+      moveFullToPartial(cls, sb);
+    }
+    if (sb->used == 0 && sb != cls.partial) {
+      unlinkPartial(cls, sb);
+      retire(sb);
+    }
+  }
+
+  void freeRemote(Superblock* sb, FreeNode* node) {
+    FreeNode* head = sb->remoteFree.load(std::memory_order_relaxed);
+    do {
+      node->next = head;
+    } while (!sb->remoteFree.compare_exchange_weak(head, node, std::memory_order_seq_cst, std::memory_order_relaxed));
+    if (sb->inFullList.load(std::memory_order_seq_cst) == 0) return;
+    std::uint32_t expected = 1;
+    if (!sb->inFullList.compare_exchange_strong(expected, 0, std::memory_order_seq_cst)) return;
+    // Claimed: the superblock is pinned in its owner's full list until the owner pops it.
+    ThreadHeapState* owner = sb->owner;
+    Superblock* top = owner->reactivated.load(std::memory_order_relaxed);
+    do {
+      sb->nextReactivated = top;
+    } while (!owner->reactivated.compare_exchange_weak(top, sb, std::memory_order_release, std::memory_order_relaxed));
+  }
+
+  // ---- the superblock pool -------------------------------------------------------------
+
+  static void** arenaLink(void* raw) {
+    auto aligned = alignUp(reinterpret_cast<std::uintptr_t>(raw) + 16, scalable::kSuperblockBytes);
+    return reinterpret_cast<void**>(aligned - 16);
+  }
+
+  Superblock* newSuperblock(ThreadHeapState* heap, std::size_t sizeClass) {
+    Superblock* sb;
+    {
+      LockGuard<SpinLock> guard(poolLock_);
+      if (pool_ == nullptr && !addArena()) return nullptr;
+      sb = pool_;
+      pool_ = sb->next;
+      --pooledCount_;
+    }
+    auto objectBytes = static_cast<std::uint32_t>(scalable::classToSize(sizeClass));
+    char* base = reinterpret_cast<char*>(sb);
+    sb->owner = heap;
+    sb->prev = sb->next = nullptr;
+    sb->freeList = nullptr;
+    sb->firstObject = base + sizeof(Superblock);
+    sb->bump = sb->firstObject;
+    sb->lastStart = base + scalable::kSuperblockBytes - objectBytes;
+    sb->objectBytes = objectBytes;
+    sb->reciprocal = ((std::uint64_t{1} << 32) + objectBytes - 1) / objectBytes;
+    sb->sizeClass = static_cast<std::uint32_t>(sizeClass);
+    sb->used = 0;
+    sb->kind = Kind::Small;
+    sb->list = List::None;
+    sb->decommitted = false;
+    sb->remoteFree.store(nullptr, std::memory_order_relaxed);
+    sb->inFullList.store(0, std::memory_order_relaxed);
+    sb->nextReactivated = nullptr;
+    return sb;
+  }
+
+  // Called with poolLock_ held.
+  bool addArena() {
+    constexpr std::size_t kBytes = (scalable::kSuperblocksPerArena + 1) * scalable::kSuperblockBytes + 16;
+    void* raw = top_.malloc(kBytes);
+    if (raw == nullptr) return false;
+    *arenaLink(raw) = arenas_;
+    arenas_ = raw;
+    char* first = reinterpret_cast<char*>(arenaLink(raw)) + 16;
+    for (std::size_t i = scalable::kSuperblocksPerArena; i-- > 0;) {
+      auto* sb = new (first + i * scalable::kSuperblockBytes) Superblock();
+      sb->kind = Kind::Small;
+      sb->decommitted = false;
+      sb->next = pool_;
+      pool_ = sb;
+      ++pooledCount_;
+    }
+    return true;
+  }
+
+  void retire(Superblock* sb) {
+    sb->owner = nullptr;
+    sb->list = List::None;
+    LockGuard<SpinLock> guard(poolLock_);
+    if (pooledCount_ >= scalable::kCommittedPoolSuperblocks && !sb->decommitted) {
+      // Keep the header page (it links the pool); give the rest of the pages back.
+      madvise(reinterpret_cast<char*>(sb) + scalable::kPageBytes, scalable::kSuperblockBytes - scalable::kPageBytes,
+              MADV_DONTNEED);
+      sb->decommitted = true;
+    }
+    sb->next = pool_;
+    pool_ = sb;
+    ++pooledCount_;
+  }
+
+  // ---- large objects -----------------------------------------------------------------
+
+  void* allocLarge(std::size_t size, std::size_t alignment) {
+    constexpr std::size_t kSb = scalable::kSuperblockBytes;
+    constexpr std::size_t kSlack = kSb + sizeof(Superblock) + 16;
+    if (size > kMaxRequestBytes - kSlack - alignment - kSb) return nullptr;
+    std::size_t usable = alignUp(size, kMinAlignment);
+    std::size_t bytes = usable + kSlack + alignment + (alignment >= kSb ? kSb : 0);
+    LockGuard<SpinLock> guard(poolLock_);
+    void* raw = top_.malloc(bytes);
+    if (raw == nullptr) return nullptr;
+    auto rawAddress = reinterpret_cast<std::uintptr_t>(raw);
+    std::uintptr_t header, object;
+    if (alignment >= kSb) {
+      object = alignUp(rawAddress + 16 + sizeof(Superblock) + kSb, alignment);
+      header = object - kSb;
+    } else {
+      header = alignUp(rawAddress + 16, kSb);
+      object = alignUp(header + sizeof(Superblock), alignment);
+    }
+    auto* sb = new (reinterpret_cast<void*>(header)) Superblock();
+    sb->kind = Kind::Large;
+    sb->topBlock = raw;
+    sb->firstObject = reinterpret_cast<char*>(object);
+    sb->usableBytes = rawAddress + bytes - object;
+    sb->prev = nullptr;
+    sb->next = largeBlocks_;
+    if (largeBlocks_) largeBlocks_->prev = sb;
+    largeBlocks_ = sb;
+    return sb->firstObject;
+  }
+
+  void freeLarge(Superblock* sb) {
+    LockGuard<SpinLock> guard(poolLock_);
+    if (sb->prev) sb->prev->next = sb->next;
+    else largeBlocks_ = sb->next;
+    if (sb->next) sb->next->prev = sb->prev;
+    top_.free(sb->topBlock);
+  }
+
+  const std::uint64_t id_;
+  pthread_key_t key_{};
+  bool keyOk_ = false;
+
+  mutable SpinLock poolLock_;  // guards top_, the pool, arenas and large blocks
+  Top top_;
+  Superblock* pool_ = nullptr;
+  std::size_t pooledCount_ = 0;
+  void* arenas_ = nullptr;
+  Superblock* largeBlocks_ = nullptr;
+
+  SpinLock heapsLock_;  // guards the heap registry; taken before poolLock_
+  ThreadHeapState* freeHeaps_ = nullptr;
+  ThreadHeapState* allHeaps_ = nullptr;
+};
+
+}  // namespace heapkit

@@ -1,0 +1,66 @@
+// ThreadHeap: spreads threads over NumHeaps copies of a thread-safe heap (usually a
+// LockedHeap), so threads rarely contend for one lock. As in Heap Layers, an object goes
+// back to the heap of the thread that frees it, so PerThreadHeap must accept objects its
+// siblings allocated (free-list heaps do; coalescing heaps generally do not: use
+// PHOThreadHeap for those).
+#pragma once
+
+#include <cstddef>
+
+#include "heapkit/core/HeapContract.h"
+#include "heapkit/threads/Locks.h"
+
+namespace heapkit {
+
+template <std::size_t NumHeaps, Heap PerThreadHeap>
+class ThreadHeap {
+  static_assert(NumHeaps > 0);
+
+ public:
+  static constexpr std::size_t Alignment = PerThreadHeap::Alignment;
+
+  void* malloc(std::size_t size) { return mine().malloc(size); }
+  void free(void* object) {
+    if (object != nullptr) mine().free(object);
+  }
+  std::size_t getSize(void* object)
+    requires SizedHeap<PerThreadHeap>
+  {
+    return mine().getSize(object);
+  }
+
+  std::size_t bytesHeld() const
+    requires FootprintHeap<PerThreadHeap>
+  {
+    std::size_t total = 0;
+    for (const PerThreadHeap& heap : heaps_) total += heap.bytesHeld();
+    return total;
+  }
+  // Peaks of different heaps fall at different times: the sum bounds the true peak.
+  std::size_t peakBytesHeld() const
+    requires FootprintHeap<PerThreadHeap>
+  {
+    std::size_t total = 0;
+    for (const PerThreadHeap& heap : heaps_) total += heap.peakBytesHeld();
+    return total;
+  }
+
+  void prepareFork() {
+    for (PerThreadHeap& heap : heaps_) forkhooks::prepare(heap);
+  }
+  void parentAfterFork() {
+    for (PerThreadHeap& heap : heaps_) forkhooks::parent(heap);
+  }
+  void childAfterFork() {
+    for (PerThreadHeap& heap : heaps_) forkhooks::child(heap);
+  }
+
+  PerThreadHeap& heapOfThisThread() { return mine(); }
+
+ private:
+  PerThreadHeap& mine() { return heaps_[threadIndex() % NumHeaps]; }
+
+  PerThreadHeap heaps_[NumHeaps];
+};
+
+}  // namespace heapkit

@@ -1,0 +1,171 @@
+// ANSIWrapper: C semantics for any composition. Whatever the heap below does with odd
+// requests, the layer above behaves like glibc's malloc family:
+//  - malloc(0) returns a unique pointer; every pointer is at least 16-byte aligned;
+//  - requests over PTRDIFF_MAX (SIZE_MAX included) fail with errno = ENOMEM, as does
+//    any failure of the heap below;
+//  - calloc and reallocarray check count * size for overflow; calloc zeroes;
+//  - realloc grows, shrinks (in place when the block stays at least half used), takes
+//    NULL like malloc, and with size 0 frees and returns NULL as glibc does;
+//  - memalign/aligned_alloc/posix_memalign/valloc/pvalloc for any power-of-two alignment.
+//
+// Aligned objects: a heap that has memalign(alignment, size) itself (ScalableHeap) is
+// used as is. Over a heap that keeps size words (SizeWordHeap: Kingsley, Lea, anything
+// over SizeHeap or CoalesceableHeap), the layer over-allocates and, in the word before
+// the aligned pointer, writes its offset from the real object with the top bit set. A
+// size word never has that bit (no object exceeds PTRDIFF_MAX), so free and getSize can
+// tell the two apart and reach the real object.
+#pragma once
+
+#include <errno.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "heapkit/core/HeapContract.h"
+#include "heapkit/core/SizeWord.h"
+
+namespace heapkit {
+
+template <SizedHeap Super>
+class ANSIWrapper : public Super {
+  static constexpr bool kNativeMemalign = requires(Super& heap, std::size_t n) {
+    { heap.memalign(n, n) } -> std::same_as<void*>;
+  };
+  static_assert(kNativeMemalign || SizeWordHeap<Super>,
+                "ANSIWrapper needs a heap with memalign(alignment, size) or one that keeps size words");
+  static constexpr std::size_t kAlignedTag = std::size_t{1} << (sizeof(std::size_t) * 8 - 1);
+
+ public:
+  static constexpr std::size_t Alignment = Super::Alignment;
+
+  using Super::Super;
+  ANSIWrapper() = default;
+
+  void* malloc(std::size_t size) {
+    if (size > kMaxRequestBytes) return fail(ENOMEM);
+    void* object = Super::malloc(size == 0 ? 1 : size);
+    return object != nullptr ? object : fail(ENOMEM);
+  }
+
+  void free(void* object) {
+    if (object == nullptr) return;
+    Super::free(realObject(object));
+  }
+
+  std::size_t getSize(void* object) {
+    if (object == nullptr) return 0;
+    void* real = realObject(object);
+    return Super::getSize(real) - static_cast<std::size_t>(static_cast<char*>(object) - static_cast<char*>(real));
+  }
+
+  void* calloc(std::size_t count, std::size_t size) {
+    std::size_t bytes;
+    if (__builtin_mul_overflow(count, size, &bytes)) return fail(ENOMEM);
+    void* object = malloc(bytes);
+    if (object != nullptr) std::memset(object, 0, bytes);
+    return object;
+  }
+
+  void* realloc(void* object, std::size_t size) {
+    if (object == nullptr) return malloc(size);
+    if (size == 0) {
+      free(object);
+      return nullptr;
+    }
+    if (size > kMaxRequestBytes) return fail(ENOMEM);
+    std::size_t old = getSize(object);
+    // Keep the block while it is at least half used: no copy, little waste.
+    if (size <= old && size >= old / 2) return object;
+    void* moved = malloc(size);
+    if (moved == nullptr) return nullptr;  // the old block stays valid, as C requires
+    std::memcpy(moved, object, size < old ? size : old);
+    free(object);
+    return moved;
+  }
+
+  void* reallocarray(void* object, std::size_t count, std::size_t size) {
+    std::size_t bytes;
+    if (__builtin_mul_overflow(count, size, &bytes)) return fail(ENOMEM);
+    return realloc(object, bytes);
+  }
+
+  // glibc's memalign: an alignment that is not a power of two is rounded up to one.
+  void* memalign(std::size_t alignment, std::size_t size) {
+    if (alignment > SIZE_MAX / 2 + 1) return fail(EINVAL);
+    if (!isPowerOfTwo(alignment)) alignment = alignment <= 1 ? 1 : std::bit_ceil(alignment);
+    if (alignment <= Alignment) return malloc(size);
+    if (size > kMaxRequestBytes || alignment > kMaxRequestBytes) return fail(ENOMEM);
+    void* object = alignedMalloc(alignment, size == 0 ? 1 : size);
+    return object != nullptr ? object : fail(ENOMEM);
+  }
+
+  // C11: the alignment must be a power of two (as glibc 2.38 checks), else EINVAL.
+  void* aligned_alloc(std::size_t alignment, std::size_t size) {
+    if (!isPowerOfTwo(alignment)) return fail(EINVAL);
+    return memalign(alignment, size);
+  }
+
+  // POSIX: returns the error instead of setting errno, and leaves *result alone on error.
+  int posix_memalign(void** result, std::size_t alignment, std::size_t size) {
+    if (!isPowerOfTwo(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
+    int saved = errno;
+    void* object = memalign(alignment, size);
+    if (object == nullptr) {
+      errno = saved;
+      return ENOMEM;
+    }
+    *result = object;
+    return 0;
+  }
+
+  void* valloc(std::size_t size) { return memalign(pageBytes(), size); }
+
+  // Rounds the size up to whole pages; pvalloc(0) is one page, as in glibc.
+  void* pvalloc(std::size_t size) {
+    std::size_t page = pageBytes();
+    if (size > kMaxRequestBytes - page) return fail(ENOMEM);
+    return memalign(page, size == 0 ? page : alignUp(size, page));
+  }
+
+ private:
+  static void* fail(int error) {
+    errno = error;
+    return nullptr;
+  }
+
+  static std::size_t pageBytes() {
+    static const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    return page;
+  }
+
+  void* alignedMalloc(std::size_t alignment, std::size_t size) {
+    if constexpr (kNativeMemalign) {
+      return Super::memalign(alignment, size);
+    } else {
+      if (size > kMaxRequestBytes - alignment) return nullptr;
+      auto* base = static_cast<char*>(Super::malloc(size + alignment - kMinAlignment));
+      if (base == nullptr) return nullptr;
+      auto address = reinterpret_cast<std::uintptr_t>(base);
+      std::uintptr_t aligned = alignUp(address, alignment);
+      if (aligned == address) return base;
+      // At least 16 bytes in, so the tag word lies inside the real object.
+      *sizeword::wordOf(reinterpret_cast<void*>(aligned)) = kAlignedTag | (aligned - address);
+      return reinterpret_cast<void*>(aligned);
+    }
+  }
+
+  static void* realObject(void* object) {
+    if constexpr (kNativeMemalign) {
+      return object;
+    } else {
+      std::size_t word = *sizeword::wordOf(object);
+      if (word & kAlignedTag) return static_cast<char*>(object) - (word & ~kAlignedTag);
+      return object;
+    }
+  }
+};
+
+}  // namespace heapkit

@@ -1,0 +1,293 @@
+// The one place that defines the malloc family. Every heapkit preload library (and any
+// program that links an allocator in) consists of this file plus a provider of the entry
+// points in heapkit_entry_points.h. The C semantics come from ANSIWrapper over a heap
+// whose calls are the entry points, so a provider only ever sees valid requests.
+//
+// Before the provider is initialised (the first call of any function here), and while
+// heapkit_ep_init() runs on this thread, requests are served from a static bootstrap
+// buffer; free() ignores pointers into it. That covers allocations by the dynamic linker,
+// by dlsym() in a provider that forwards to another malloc, and by pthread_atfork().
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
+#include <new>
+
+#include "heapkit/wrapper/ANSIWrapper.h"
+#include "heapkit_entry_points.h"
+
+namespace {
+
+// The entry points as a heap, so that ANSIWrapper's semantics apply to every provider.
+struct EntryPointHeap {
+  static constexpr std::size_t Alignment = heapkit::kMinAlignment;
+  void* malloc(std::size_t size) { return heapkit_ep_malloc(size); }
+  void free(void* ptr) { heapkit_ep_free(ptr); }
+  std::size_t getSize(void* ptr) { return heapkit_ep_usable_size(ptr); }
+  void* memalign(std::size_t alignment, std::size_t size) { return heapkit_ep_memalign(alignment, size); }
+};
+static_assert(heapkit::SizedHeap<EntryPointHeap>);
+
+constinit heapkit::ANSIWrapper<EntryPointHeap> heap;
+
+// ---- initialisation and the bootstrap buffer -------------------------------------------
+
+enum : int { kUninitialized, kInitializing, kReady };
+constinit std::atomic<int> state{kUninitialized};
+constinit thread_local bool initializingHere = false;
+
+constexpr std::size_t kBootstrapBytes = 256 * 1024;
+alignas(4096) unsigned char bootstrap[kBootstrapBytes];
+constinit std::atomic<std::size_t> bootstrapUsed{0};
+
+bool inBootstrap(const void* ptr) {
+  auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  auto start = reinterpret_cast<std::uintptr_t>(bootstrap);
+  return address - start < kBootstrapBytes;
+}
+
+// Each bootstrap object is preceded by its size; it is never reused.
+void* bootstrapAlloc(std::size_t alignment, std::size_t size) {
+  if (alignment < 16) alignment = 16;
+  if (size > kBootstrapBytes || alignment > kBootstrapBytes) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  std::size_t used = bootstrapUsed.load(std::memory_order_relaxed);
+  std::size_t object;
+  do {
+    object = heapkit::alignUp(used + 16, alignment);
+    if (object + size > kBootstrapBytes) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+  } while (!bootstrapUsed.compare_exchange_weak(used, heapkit::alignUp(object + size, 16), std::memory_order_relaxed));
+  reinterpret_cast<std::size_t*>(bootstrap + object)[-1] = size;
+  return bootstrap + object;  // static storage: already zero, so calloc needs nothing more
+}
+
+std::size_t bootstrapSize(const void* ptr) { return static_cast<const std::size_t*>(ptr)[-1]; }
+
+void forkPrepare() { heapkit_ep_fork_prepare(); }
+void forkParent() { heapkit_ep_fork_parent(); }
+void forkChild() { heapkit_ep_fork_child(); }
+
+[[gnu::noinline]] bool initialize() {
+  if (initializingHere) return false;  // re-entered from heapkit_ep_init: bootstrap
+  int expected = kUninitialized;
+  if (state.compare_exchange_strong(expected, kInitializing, std::memory_order_acq_rel)) {
+    initializingHere = true;
+    heapkit_ep_init();
+    // Registered first (this runs at the process's first allocation), so our prepare
+    // handler runs last: handlers the program registers later may still allocate.
+    if (heapkit_ep_fork_prepare || heapkit_ep_fork_parent || heapkit_ep_fork_child)
+      pthread_atfork(heapkit_ep_fork_prepare ? forkPrepare : nullptr, heapkit_ep_fork_parent ? forkParent : nullptr,
+                     heapkit_ep_fork_child ? forkChild : nullptr);
+    initializingHere = false;
+    state.store(kReady, std::memory_order_release);
+    return true;
+  }
+  while (state.load(std::memory_order_acquire) != kReady) sched_yield();
+  return true;
+}
+
+// True when the provider may be called; false when this call must use the bootstrap.
+inline bool ready() {
+  if (state.load(std::memory_order_acquire) == kReady) [[likely]] return true;
+  return initialize();
+}
+
+// ---- the family, once, for both the C and the C++ entry points -----------------------------
+
+inline void* doMalloc(std::size_t size) {
+  if (!ready()) return bootstrapAlloc(16, size);
+  return heap.malloc(size);
+}
+
+inline void* doMemalign(std::size_t alignment, std::size_t size) {
+  if (!ready()) return bootstrapAlloc(alignment, size);
+  return heap.memalign(alignment, size);
+}
+
+inline void doFree(void* ptr) {
+  if (ptr == nullptr || inBootstrap(ptr)) return;
+  heap.free(ptr);  // a pointer not from the bootstrap means the provider is ready
+}
+
+void* doCalloc(std::size_t count, std::size_t size) {
+  std::size_t bytes;
+  if (__builtin_mul_overflow(count, size, &bytes) || bytes > heapkit::kMaxRequestBytes) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (!ready()) return bootstrapAlloc(16, bytes);
+  if (heapkit_ep_calloc) {
+    void* ptr = heapkit_ep_calloc(count == 0 || size == 0 ? 1 : count, count == 0 || size == 0 ? 1 : size);
+    if (ptr == nullptr) errno = ENOMEM;
+    return ptr;
+  }
+  return heap.calloc(count, size);
+}
+
+void* doRealloc(void* ptr, std::size_t size) {
+  if (ptr != nullptr && inBootstrap(ptr)) {
+    if (size == 0) return nullptr;  // glibc frees and returns NULL; bootstrap memory stays
+    void* moved = doMalloc(size);
+    if (moved != nullptr) memcpy(moved, ptr, size < bootstrapSize(ptr) ? size : bootstrapSize(ptr));
+    return moved;
+  }
+  if (!ready()) return bootstrapAlloc(16, size);  // ptr is NULL here
+  if (heapkit_ep_realloc && ptr != nullptr && size != 0) {
+    if (size > heapkit::kMaxRequestBytes) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+    void* moved = heapkit_ep_realloc(ptr, size);
+    if (moved == nullptr) errno = ENOMEM;
+    return moved;
+  }
+  return heap.realloc(ptr, size);
+}
+
+std::size_t doUsableSize(void* ptr) {
+  if (ptr == nullptr) return 0;
+  if (inBootstrap(ptr)) return bootstrapSize(ptr);
+  return heap.getSize(ptr);
+}
+
+void* newOrThrow(std::size_t size) {
+  for (;;) {
+    if (void* ptr = doMalloc(size)) return ptr;
+    std::new_handler handler = std::get_new_handler();
+    if (handler == nullptr) throw std::bad_alloc();
+    handler();
+  }
+}
+
+void* alignedNewOrThrow(std::size_t size, std::align_val_t alignment) {
+  for (;;) {
+    if (void* ptr = doMemalign(static_cast<std::size_t>(alignment), size)) return ptr;
+    std::new_handler handler = std::get_new_handler();
+    if (handler == nullptr) throw std::bad_alloc();
+    handler();
+  }
+}
+
+}  // namespace
+
+// Everything below is the process's malloc family: exported even though the library is
+// built with hidden visibility.
+#pragma GCC visibility push(default)
+
+extern "C" {
+
+void* malloc(size_t size) __THROW { return doMalloc(size); }
+void free(void* ptr) __THROW { doFree(ptr); }
+void* calloc(size_t count, size_t size) __THROW { return doCalloc(count, size); }
+void* realloc(void* ptr, size_t size) __THROW { return doRealloc(ptr, size); }
+
+void* reallocarray(void* ptr, size_t count, size_t size) __THROW {
+  size_t bytes;
+  if (__builtin_mul_overflow(count, size, &bytes)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return doRealloc(ptr, bytes);
+}
+
+void* memalign(size_t alignment, size_t size) __THROW { return doMemalign(alignment, size); }
+
+// Defined here, unlike Heap Layers upstream: glibc's own aligned_alloc would otherwise
+// return memory from the wrong heap.
+void* aligned_alloc(size_t alignment, size_t size) __THROW {
+  if (!heapkit::isPowerOfTwo(alignment)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return doMemalign(alignment, size);
+}
+
+int posix_memalign(void** result, size_t alignment, size_t size) __THROW {
+  if (alignment % sizeof(void*) != 0 || !heapkit::isPowerOfTwo(alignment)) return EINVAL;
+  int saved = errno;
+  void* ptr = doMemalign(alignment, size);
+  if (ptr == nullptr) {
+    errno = saved;
+    return ENOMEM;
+  }
+  *result = ptr;
+  return 0;
+}
+
+void* valloc(size_t size) __THROW { return doMemalign(static_cast<size_t>(sysconf(_SC_PAGESIZE)), size); }
+
+void* pvalloc(size_t size) __THROW {
+  auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  if (size > heapkit::kMaxRequestBytes - page) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return doMemalign(page, size == 0 ? page : heapkit::alignUp(size, page));
+}
+
+size_t malloc_usable_size(void* ptr) __THROW { return doUsableSize(ptr); }
+
+// C23; glibc 2.36 does not declare them yet, but programs built elsewhere may call them.
+void free_sized(void* ptr, size_t) __THROW { doFree(ptr); }
+void free_aligned_sized(void* ptr, size_t, size_t) __THROW { doFree(ptr); }
+
+}  // extern "C"
+
+void* operator new(std::size_t size) { return newOrThrow(size); }
+void* operator new[](std::size_t size) { return newOrThrow(size); }
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  try {
+    return newOrThrow(size);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
+  try {
+    return newOrThrow(size);
+  } catch (...) {
+    return nullptr;
+  }
+}
+// Size first, alignment second (Heap Layers upstream swaps them here).
+void* operator new(std::size_t size, std::align_val_t alignment) { return alignedNewOrThrow(size, alignment); }
+void* operator new[](std::size_t size, std::align_val_t alignment) { return alignedNewOrThrow(size, alignment); }
+void* operator new(std::size_t size, std::align_val_t alignment, const std::nothrow_t&) noexcept {
+  try {
+    return alignedNewOrThrow(size, alignment);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t size, std::align_val_t alignment, const std::nothrow_t&) noexcept {
+  try {
+    return alignedNewOrThrow(size, alignment);
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void operator delete(void* ptr) noexcept { doFree(ptr); }
+void operator delete[](void* ptr) noexcept { doFree(ptr); }
+void operator delete(void* ptr, const std::nothrow_t&) noexcept { doFree(ptr); }
+void operator delete[](void* ptr, const std::nothrow_t&) noexcept { doFree(ptr); }
+void operator delete(void* ptr, std::size_t) noexcept { doFree(ptr); }
+void operator delete[](void* ptr, std::size_t) noexcept { doFree(ptr); }
+void operator delete(void* ptr, std::align_val_t) noexcept { doFree(ptr); }
+void operator delete[](void* ptr, std::align_val_t) noexcept { doFree(ptr); }
+void operator delete(void* ptr, std::align_val_t, const std::nothrow_t&) noexcept { doFree(ptr); }
+void operator delete[](void* ptr, std::align_val_t, const std::nothrow_t&) noexcept { doFree(ptr); }
+void operator delete(void* ptr, std::size_t, std::align_val_t) noexcept { doFree(ptr); }
+void operator delete[](void* ptr, std::size_t, std::align_val_t) noexcept { doFree(ptr); }
+
+#pragma GCC visibility pop
