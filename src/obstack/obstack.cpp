@@ -64,7 +64,7 @@ int hk_obstack_grow(hk_obstack* ob, const void* data, size_t size) { return stat
 int hk_obstack_grow0(hk_obstack* ob, const void* data, size_t size) { return status(of(ob).grow0(data, size)); }
 int hk_obstack_1grow(hk_obstack* ob, char c) { return status(of(ob).grow1(c)); }
 int hk_obstack_blank(hk_obstack* ob, size_t size) { return status(of(ob).blank(size)); }
-void* hk_obstack_finish(hk_obstack* ob) { return of(ob).finish(); }
+void* hk_obstack_finish(hk_obstack* ob) { return orNoMemory(of(ob).finish()); }
 
 size_t hk_obstack_object_size(const hk_obstack* ob) { return of(ob).objectSize(); }
 void* hk_obstack_base(const hk_obstack* ob) { return of(ob).base(); }

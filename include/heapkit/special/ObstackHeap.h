@@ -70,7 +70,9 @@ class ObstackHeap : public Super {
   }
 
   // Seal the growing object and return it; the next object starts aligned after it.
+  // nullptr only when the obstack holds no chunk and the parent will not give one.
   void* finish() {
+    if (chunk_ == nullptr && !makeRoom(1)) return nullptr;  // even an empty object has an address
     char* object = base_;
     if (next_ == object) maybeEmptyObject_ = true;
     std::size_t room = static_cast<std::size_t>(limit_ - next_);
