@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "heapkit/core/HeapContract.h"
 
@@ -64,8 +65,11 @@ class BoundedFreelistHeap : public Super {
     else return true;
   }
 
+  // An unbounded list keeps no count: an empty member takes no room (a nullptr_t would
+  // take a word, which makes every bin of a segregated heap a word bigger).
+  struct NoCount {};
   Node* head_ = nullptr;
-  [[no_unique_address]] std::conditional_t<Bound != kUnbounded, std::size_t, decltype(nullptr)> length_{};
+  [[no_unique_address]] std::conditional_t<Bound != kUnbounded, std::size_t, NoCount> length_{};
 };
 
 }  // namespace heapkit

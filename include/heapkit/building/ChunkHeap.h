@@ -39,14 +39,7 @@ class ChunkHeap : public Super {
       cursor_ += size;
       return object;
     }
-    // A request bigger than a quarter chunk gets a chunk of its own, so the room left in
-    // the current chunk is not thrown away.
-    if (size > kPayloadBytes / 4) return newChunk(size + sizeof(ChunkHeader));
-    char* start = newChunk(ChunkBytes);
-    if (start == nullptr) return nullptr;
-    cursor_ = start + size;
-    limit_ = start + kPayloadBytes;
-    return start;
+    return mallocFromNewChunk(size);
   }
 
   void free(void*) {}
@@ -56,6 +49,19 @@ class ChunkHeap : public Super {
 
  private:
   static constexpr std::size_t kPayloadBytes = ChunkBytes - sizeof(ChunkHeader);
+
+  // Out of line and cold: inlined, the OS call would make every malloc above save and
+  // restore registers it only needs once a chunk.
+  [[gnu::noinline, gnu::cold]] void* mallocFromNewChunk(std::size_t size) {
+    // A request bigger than a quarter chunk gets a chunk of its own, so the room left in
+    // the current chunk is not thrown away.
+    if (size > kPayloadBytes / 4) return newChunk(size + sizeof(ChunkHeader));
+    char* start = newChunk(ChunkBytes);
+    if (start == nullptr) return nullptr;
+    cursor_ = start + size;
+    limit_ = start + kPayloadBytes;
+    return start;
+  }
 
   char* newChunk(std::size_t bytes) {
     auto* chunk = static_cast<ChunkHeader*>(Super::malloc(bytes));
