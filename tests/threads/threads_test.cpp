@@ -1,0 +1,201 @@
+// The thread layers: the model check single-threaded, then the properties threads add:
+// no lost or doubled objects under contention, ownership (a block freed by another thread
+// goes back to its owner), heaps handed on at thread exit, teardown returns everything.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "heapkit/general/KingsleyHeap.h"
+#include "heapkit/general/LeaHeap.h"
+#include "heapkit/threads/LockedHeap.h"
+#include "heapkit/threads/PHOThreadHeap.h"
+#include "heapkit/threads/ScalableHeap.h"
+#include "heapkit/threads/ThreadHeap.h"
+#include "support/AuditedTop.h"
+#include "support/ModelCheck.h"
+
+namespace heapkit::testing {
+namespace {
+
+using LockedKingsley = LockedHeap<SpinLock, KingsleyHeap<AuditedTop>>;
+using LockedLea = LockedHeap<MutexLock, LeaHeap<AuditedTop>>;
+using ThreadKingsley = ThreadHeap<4, LockedKingsley>;
+using PHOLea = PHOThreadHeap<4, LockedHeap<SpinLock, LeaHeap<AuditedTop>>>;
+using Scalable = ScalableHeap<AuditedTop>;
+
+static_assert(FootprintHeap<LockedKingsley> && SizedHeap<LockedLea> && SizeWordHeap<PHOLea> && FootprintHeap<Scalable>);
+
+template <class H>
+class ThreadLayerTest : public ::testing::Test {};
+using Layers = ::testing::Types<LockedKingsley, LockedLea, ThreadKingsley, PHOLea, Scalable>;
+TYPED_TEST_SUITE(ThreadLayerTest, Layers);
+
+TYPED_TEST(ThreadLayerTest, ModelCheckAndTeardown) {
+  std::size_t leftoverBefore = TeardownAudit::leftoverBytes;
+  for (const SizeDistribution& sizes : standardDistributions()) {
+    SCOPED_TRACE(sizes.name);
+    auto heap = std::make_unique<TypeParam>();
+    ModelChecker<TypeParam> checker(*heap, 42);
+    ModelCheckOptions options;
+    options.operations = 4000;
+    checker.run(sizes, options);
+  }
+  EXPECT_EQ(TeardownAudit::leftoverBytes, leftoverBefore) << "a layer kept memory after destruction";
+}
+
+// Threads allocate, fill, check and free blocks, half of them handed to a neighbour thread
+// to free: any block given to two owners at once shows up as a corrupted pattern.
+TYPED_TEST(ThreadLayerTest, ConcurrentAllocationsNeverOverlap) {
+  auto heap = std::make_unique<TypeParam>();
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 20000;
+  std::vector<std::atomic<void*>> mailbox(kThreads);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::pair<unsigned char*, std::size_t>> mine;
+      unsigned seed = 12345u + static_cast<unsigned>(t);
+      for (int round = 0; round < kRounds; ++round) {
+        seed = seed * 1103515245u + 12345u;
+        std::size_t size = 1 + (seed >> 8) % (round % 97 == 0 ? 70000 : 600);
+        auto* block = static_cast<unsigned char*>(heap->malloc(size));
+        if (block == nullptr) {
+          ++failures;
+          continue;
+        }
+        std::memset(block, t + 1, size);
+        mine.emplace_back(block, size);
+        if (mine.size() > 64 || (seed & 3) == 0) {
+          auto [victim, victimSize] = mine[(seed >> 4) % mine.size()];
+          mine.erase(mine.begin() + static_cast<long>((seed >> 4) % mine.size()));
+          for (std::size_t i = 0; i < victimSize; ++i)
+            if (victim[i] != t + 1) {
+              ++failures;
+              break;
+            }
+          // Every other block goes to the next thread's mailbox; it frees what it finds.
+          if (seed & 8) victim = static_cast<unsigned char*>(mailbox[(t + 1) % kThreads].exchange(victim));
+          heap->free(victim);
+        }
+      }
+      for (auto [block, size] : mine) heap->free(block);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (auto& slot : mailbox) heap->free(slot.exchange(nullptr));
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(PHOThreadHeap, BlockFreedByAnotherThreadReturnsToItsOwner) {
+  PHOLea heap;
+  std::size_t me = threadIndex() % 4;
+  void* block = nullptr;
+  // Thread indices are handed out in order, so one of two new threads lands elsewhere.
+  for (int attempt = 0; attempt < 2 && (block == nullptr || PHOLea::ownerOf(block) == me); ++attempt) {
+    if (block != nullptr) heap.free(block);
+    std::thread producer([&] { block = heap.malloc(100); });
+    producer.join();
+  }
+  std::size_t owner = PHOLea::ownerOf(block);
+  ASSERT_NE(owner, me);
+  std::size_t ownerHeld = heap.heap(owner).bytesHeld();
+  heap.free(block);
+  EXPECT_EQ(heap.heap(me).bytesHeld(), 0u) << "the freeing thread's heap must not receive the block";
+  // Back in the owner's quick list: the owner's next request of that size reuses it.
+  void* again = nullptr;
+  EXPECT_EQ(heap.heap(owner).bytesHeld(), ownerHeld);
+  again = heap.heap(owner).malloc(100 + 16);
+  EXPECT_EQ(static_cast<char*>(again), static_cast<char*>(block) - 16);
+  heap.heap(owner).free(again);
+}
+
+TEST(ScalableHeap, RemoteFreesReturnToTheOwner) {
+  Scalable heap;
+  constexpr int kBlocks = 50000;
+  std::vector<void*> blocks(kBlocks);
+  std::thread producer([&] {
+    for (void*& block : blocks) block = heap.malloc(64);
+    // The producer keeps running until the consumer has freed everything, then
+    // allocates again: it must get its own (remotely freed) blocks back.
+  });
+  producer.join();
+  std::size_t heldAfterProduce = heap.bytesHeld();
+  for (void* block : blocks) heap.free(block);  // remote frees: this thread owns nothing
+  std::thread reuse([&] {
+    // A new thread adopts the producer's heap (handed on at its exit) and collects the
+    // remote frees instead of asking the OS for more.
+    for (void*& block : blocks) block = heap.malloc(64);
+    for (void* block : blocks) heap.free(block);
+  });
+  reuse.join();
+  EXPECT_EQ(heap.bytesHeld(), heldAfterProduce) << "remotely freed blocks were not reused";
+}
+
+TEST(ScalableHeap, ThreadExitReturnsFreeSuperblocksToThePool) {
+  Scalable heap;
+  std::size_t pooledBefore;
+  {
+    void* warm = heap.malloc(16);  // creates the first arena
+    heap.free(warm);
+    pooledBefore = heap.pooledSuperblocks();
+  }
+  std::thread worker([&] {
+    std::vector<void*> blocks;
+    for (int i = 0; i < 20000; ++i) blocks.push_back(heap.malloc(200));
+    for (void* block : blocks) heap.free(block);
+  });
+  worker.join();
+  // The worker needed a second arena; once it exits, every superblock it used is free
+  // again, its current ones included (handed back by the thread-exit hook).
+  EXPECT_EQ(heap.pooledSuperblocks(), pooledBefore + scalable::kSuperblocksPerArena);
+}
+
+TEST(ScalableHeap, ManyShortLivedThreadsReuseHeaps) {
+  Scalable heap;
+  for (int round = 0; round < 200; ++round) {
+    std::thread worker([&] {
+      void* block = heap.malloc(1000);
+      std::memset(block, 1, 1000);
+      heap.free(block);
+    });
+    worker.join();
+  }
+  // 200 threads, one at a time: one heap's worth of memory, not 200.
+  EXPECT_LT(heap.bytesHeld(), std::size_t{16} << 20);
+}
+
+TEST(ScalableHeap, MemalignAndInteriorPointers) {
+  Scalable heap;
+  for (std::size_t alignment = 32; alignment <= (std::size_t{1} << 20); alignment *= 2) {
+    for (std::size_t size : {std::size_t{1}, std::size_t{100}, std::size_t{5000}, std::size_t{40000}, std::size_t{300000}}) {
+      void* block = heap.memalign(alignment, size);
+      ASSERT_NE(block, nullptr);
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(block) % alignment, 0u) << alignment;
+      EXPECT_GE(heap.getSize(block), size);
+      std::memset(block, 0xab, size);
+      heap.free(block);
+    }
+  }
+  EXPECT_EQ(heap.memalign(48, 10), nullptr) << "not a power of two";
+  EXPECT_EQ(heap.malloc(SIZE_MAX), nullptr);
+  EXPECT_EQ(heap.memalign(64, SIZE_MAX - 100), nullptr);
+}
+
+TEST(ScalableHeap, SizeClasses) {
+  for (std::size_t size = 1; size <= scalable::kMaxSmallBytes; ++size) {
+    std::size_t sizeClass = scalable::sizeToClass(size);
+    ASSERT_LT(sizeClass, scalable::kNumClasses);
+    ASSERT_GE(scalable::classToSize(sizeClass), size);
+    if (sizeClass > 0) {
+      ASSERT_LT(scalable::classToSize(sizeClass - 1), size);
+    }
+    ASSERT_EQ(scalable::classToSize(sizeClass) % kMinAlignment, 0u);
+  }
+}
+
+}  // namespace
+}  // namespace heapkit::testing
