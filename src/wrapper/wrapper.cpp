@@ -33,7 +33,7 @@ struct EntryPointHeap {
 };
 static_assert(heapkit::SizedHeap<EntryPointHeap>);
 
-constinit heapkit::ANSIWrapper<EntryPointHeap> heap;
+constinit heapkit::ANSIWrapper<EntryPointHeap> family;
 
 // ---- initialisation and the bootstrap buffer -------------------------------------------
 
@@ -106,17 +106,17 @@ inline bool ready() {
 
 inline void* doMalloc(std::size_t size) {
   if (!ready()) return bootstrapAlloc(16, size);
-  return heap.malloc(size);
+  return family.malloc(size);
 }
 
 inline void* doMemalign(std::size_t alignment, std::size_t size) {
   if (!ready()) return bootstrapAlloc(alignment, size);
-  return heap.memalign(alignment, size);
+  return family.memalign(alignment, size);
 }
 
 inline void doFree(void* ptr) {
   if (ptr == nullptr || inBootstrap(ptr)) return;
-  heap.free(ptr);  // a pointer not from the bootstrap means the provider is ready
+  family.free(ptr);  // a pointer not from the bootstrap means the provider is ready
 }
 
 void* doCalloc(std::size_t count, std::size_t size) {
@@ -131,7 +131,7 @@ void* doCalloc(std::size_t count, std::size_t size) {
     if (ptr == nullptr) errno = ENOMEM;
     return ptr;
   }
-  return heap.calloc(count, size);
+  return family.calloc(count, size);
 }
 
 void* doRealloc(void* ptr, std::size_t size) {
@@ -151,13 +151,13 @@ void* doRealloc(void* ptr, std::size_t size) {
     if (moved == nullptr) errno = ENOMEM;
     return moved;
   }
-  return heap.realloc(ptr, size);
+  return family.realloc(ptr, size);
 }
 
 std::size_t doUsableSize(void* ptr) {
   if (ptr == nullptr) return 0;
   if (inBootstrap(ptr)) return bootstrapSize(ptr);
-  return heap.getSize(ptr);
+  return family.getSize(ptr);
 }
 
 void* newOrThrow(std::size_t size) {

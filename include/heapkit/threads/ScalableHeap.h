@@ -43,7 +43,7 @@ inline constexpr std::size_t kSuperblockBytes = 256 * 1024;
 inline constexpr std::size_t kSuperblocksPerArena = 16;
 inline constexpr std::size_t kMaxSmallBytes = 32 * 1024;
 inline constexpr std::size_t kNumClasses = 40;
-// Free superblocks kept with their pages; beyond this the pool gives the pages back.
+// Free superblocks kept with their pages (4 MiB); beyond this the pool gives pages back.
 inline constexpr std::size_t kCommittedPoolSuperblocks = 16;
 inline constexpr std::size_t kPageBytes = 4096;
 
@@ -72,32 +72,43 @@ class ScalableHeap {
   enum class Kind : std::uint32_t { Small, Large };
   enum class List : std::uint32_t { None, Partial, Full };
 
-  // At the start of every superblock, and of every large block's first 256 KiB.
+  // At the start of every superblock, and of every large block's first 256 KiB. Three
+  // cache lines, so that frees by other threads (which read the first and write the
+  // third) never fight with the owner's allocations (which write the second).
   struct alignas(64) Superblock {
-    // Owner-side fields, touched only by the owning thread (or under the pool lock).
+    // Set when the superblock is (re)initialised, then only read.
     ThreadHeapState* owner;
-    Superblock* prev;
-    Superblock* next;
-    FreeNode* freeList;
-    char* bump;
-    char* lastStart;       // last address where a whole object still fits
     char* firstObject;
     std::uint64_t reciprocal;  // ceil(2^32 / objectBytes): object index without a division
     std::uint32_t objectBytes;
     std::uint32_t sizeClass;
-    std::uint32_t used;    // handed out and not yet back on freeList
     Kind kind;
+    bool interior;  // memalign handed out a pointer inside an object of this superblock
+    char* lastStart;  // last address where a whole object still fits
+    void* topBlock;   // large blocks: what Top gave
+    std::size_t usableBytes;
+    // Written by the owning thread (or under the pool lock).
+    alignas(64) Superblock* prev;
+    Superblock* next;
+    FreeNode* freeList;
+    char* bump;
+    std::uint32_t used;  // handed out and not yet back on freeList
     List list;
     bool decommitted;
-    // Large blocks: what Top gave, and the object.
-    void* topBlock;
-    std::size_t usableBytes;
-    // Touched by other threads: its own cache line, so remote frees do not slow the owner.
+    // Written by other threads.
     alignas(64) std::atomic<FreeNode*> remoteFree;
     std::atomic<std::uint32_t> inFullList;
     Superblock* nextReactivated;
   };
   static_assert(sizeof(Superblock) == 192 && sizeof(Superblock) % kMinAlignment == 0);
+
+  // Headers at one offset in every superblock would all fall in the same cache sets
+  // (256 KiB apart), and with a few dozen superblocks in use they would evict each other
+  // on every malloc and free. Each superblock's header sits at one of 16 offsets, chosen
+  // by the superblock's address, so it is still found from any object's address.
+  static constexpr std::size_t kColors = 16;
+  static constexpr std::size_t kHeaderAreaBytes = kColors * sizeof(Superblock);  // 3 KiB
+  static_assert(kHeaderAreaBytes <= scalable::kPageBytes);
 
   struct ClassState {
     Superblock* partial = nullptr;  // head = current superblock
@@ -165,7 +176,10 @@ class ScalableHeap {
     if (alignment <= scalable::kPageBytes && size <= scalable::kMaxSmallBytes - alignment) {
       auto* object = static_cast<char*>(malloc(size + alignment - kMinAlignment));
       if (object == nullptr) return nullptr;
-      return reinterpret_cast<void*>(alignUp(reinterpret_cast<std::uintptr_t>(object), alignment));
+      auto aligned = alignUp(reinterpret_cast<std::uintptr_t>(object), alignment);
+      // Only such superblocks pay for finding the object's start on free.
+      if (aligned != reinterpret_cast<std::uintptr_t>(object)) superblockOf(object)->interior = true;
+      return reinterpret_cast<void*>(aligned);
     }
     return allocLarge(size, alignment);
   }
@@ -177,7 +191,7 @@ class ScalableHeap {
       freeLarge(sb);
       return;
     }
-    auto* node = static_cast<FreeNode*>(objectStart(sb, pointer));
+    auto* node = static_cast<FreeNode*>(sb->interior ? objectStart(sb, pointer) : pointer);
     ThreadHeapState* heap = myHeap(false);
     if (sb->owner == heap && heap != nullptr) freeLocal(heap, sb, node);
     else freeRemote(sb, node);
@@ -187,6 +201,7 @@ class ScalableHeap {
     Superblock* sb = superblockOf(pointer);
     auto* p = static_cast<char*>(pointer);
     if (sb->kind == Kind::Large) return sb->usableBytes - static_cast<std::size_t>(p - sb->firstObject);
+    if (!sb->interior) return sb->objectBytes;
     auto* start = static_cast<char*>(objectStart(sb, pointer));
     return sb->objectBytes - static_cast<std::size_t>(p - start);
   }
@@ -307,13 +322,20 @@ class ScalableHeap {
 
   // ---- small objects -----------------------------------------------------------------
 
+  static Superblock* headerAt(std::uintptr_t base) {
+    return reinterpret_cast<Superblock*>(base + (base / scalable::kSuperblockBytes) % kColors * sizeof(Superblock));
+  }
+  static std::uintptr_t baseOf(const Superblock* sb) {
+    return reinterpret_cast<std::uintptr_t>(sb) & ~(scalable::kSuperblockBytes - 1);
+  }
+
   static Superblock* superblockOf(void* pointer) {
     auto address = reinterpret_cast<std::uintptr_t>(pointer);
     auto base = address & ~(scalable::kSuperblockBytes - 1);
     // Only a large block aligned to a superblock boundary starts there (a superblock
-    // begins with its header): its header sits one superblock below.
+    // begins with its header area): its header sits one superblock below.
     if (base == address) base -= scalable::kSuperblockBytes;
-    return reinterpret_cast<Superblock*>(base);
+    return headerAt(base);
   }
 
   // The start of the object holding `pointer` (memalign hands out interior pointers).
@@ -331,12 +353,9 @@ class ScalableHeap {
         ++sb->used;
         return node;
       }
-      if (sb->bump <= sb->lastStart) {
-        char* object = sb->bump;
-        sb->bump += sb->objectBytes;
-        ++sb->used;
-        return object;
-      }
+      // Blocks other threads freed come before fresh memory, so RSS tracks live data.
+      collectRemote(sb);
+      if (void* object = takeFrom(sb)) return object;
     }
     return allocSlow(heap, sizeClass);
   }
@@ -500,11 +519,11 @@ class ScalableHeap {
       --pooledCount_;
     }
     auto objectBytes = static_cast<std::uint32_t>(scalable::classToSize(sizeClass));
-    char* base = reinterpret_cast<char*>(sb);
+    auto* base = reinterpret_cast<char*>(baseOf(sb));
     sb->owner = heap;
     sb->prev = sb->next = nullptr;
     sb->freeList = nullptr;
-    sb->firstObject = base + sizeof(Superblock);
+    sb->firstObject = reinterpret_cast<char*>(sb + 1);
     sb->bump = sb->firstObject;
     sb->lastStart = base + scalable::kSuperblockBytes - objectBytes;
     sb->objectBytes = objectBytes;
@@ -512,6 +531,7 @@ class ScalableHeap {
     sb->sizeClass = static_cast<std::uint32_t>(sizeClass);
     sb->used = 0;
     sb->kind = Kind::Small;
+    sb->interior = false;
     sb->list = List::None;
     sb->decommitted = false;
     sb->remoteFree.store(nullptr, std::memory_order_relaxed);
@@ -529,7 +549,7 @@ class ScalableHeap {
     arenas_ = raw;
     char* first = reinterpret_cast<char*>(arenaLink(raw)) + 16;
     for (std::size_t i = scalable::kSuperblocksPerArena; i-- > 0;) {
-      auto* sb = new (first + i * scalable::kSuperblockBytes) Superblock();
+      auto* sb = new (headerAt(reinterpret_cast<std::uintptr_t>(first + i * scalable::kSuperblockBytes))) Superblock();
       sb->kind = Kind::Small;
       sb->decommitted = false;
       sb->next = pool_;
@@ -545,7 +565,7 @@ class ScalableHeap {
     LockGuard<SpinLock> guard(poolLock_);
     if (pooledCount_ >= scalable::kCommittedPoolSuperblocks && !sb->decommitted) {
       // Keep the header page (it links the pool); give the rest of the pages back.
-      madvise(reinterpret_cast<char*>(sb) + scalable::kPageBytes, scalable::kSuperblockBytes - scalable::kPageBytes,
+      madvise(reinterpret_cast<char*>(baseOf(sb)) + scalable::kPageBytes, scalable::kSuperblockBytes - scalable::kPageBytes,
               MADV_DONTNEED);
       sb->decommitted = true;
     }
@@ -558,7 +578,7 @@ class ScalableHeap {
 
   void* allocLarge(std::size_t size, std::size_t alignment) {
     constexpr std::size_t kSb = scalable::kSuperblockBytes;
-    constexpr std::size_t kSlack = kSb + sizeof(Superblock) + 16;
+    constexpr std::size_t kSlack = kSb + kHeaderAreaBytes + 16;
     if (size > kMaxRequestBytes - kSlack - alignment - kSb) return nullptr;
     std::size_t usable = alignUp(size, kMinAlignment);
     std::size_t bytes = usable + kSlack + alignment + (alignment >= kSb ? kSb : 0);
@@ -566,15 +586,15 @@ class ScalableHeap {
     void* raw = top_.malloc(bytes);
     if (raw == nullptr) return nullptr;
     auto rawAddress = reinterpret_cast<std::uintptr_t>(raw);
-    std::uintptr_t header, object;
+    std::uintptr_t base, object;
     if (alignment >= kSb) {
-      object = alignUp(rawAddress + 16 + sizeof(Superblock) + kSb, alignment);
-      header = object - kSb;
+      object = alignUp(rawAddress + 16 + kHeaderAreaBytes + kSb, alignment);
+      base = object - kSb;
     } else {
-      header = alignUp(rawAddress + 16, kSb);
-      object = alignUp(header + sizeof(Superblock), alignment);
+      base = alignUp(rawAddress + 16, kSb);
+      object = alignUp(reinterpret_cast<std::uintptr_t>(headerAt(base) + 1), alignment);
     }
-    auto* sb = new (reinterpret_cast<void*>(header)) Superblock();
+    auto* sb = new (headerAt(base)) Superblock();
     sb->kind = Kind::Large;
     sb->topBlock = raw;
     sb->firstObject = reinterpret_cast<char*>(object);

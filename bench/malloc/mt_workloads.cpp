@@ -1,0 +1,161 @@
+// heapkit-mt-workload <name> <threads> [scale]: multi-threaded allocation workloads that
+// use only the C library's malloc family, so that LD_PRELOAD can put any malloc under
+// them. Prints a checksum that is the same on every correct allocator.
+//   server     threads hand objects to each other through a shared table of slots, so
+//              most objects are freed by a thread that did not allocate them;
+//   churn      thread-private: each thread keeps a working set and replaces objects at
+//              random (Larson-like, without the hand-off);
+//   falseshare each thread repeatedly frees and reallocates one small object and writes
+//              to it; an allocator that puts two threads' objects in one cache line makes
+//              the cores fight over it (Hoard's cache-scratch).
+#include <atomic>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace {
+
+std::uint64_t nextRandom(std::uint64_t& state) {
+  state ^= state << 13;
+  state ^= state >> 7;
+  state ^= state << 17;
+  return state;
+}
+
+// Mostly small objects with a tail, like servers' request objects.
+std::size_t drawSize(std::uint64_t& state) {
+  std::uint64_t r = nextRandom(state);
+  if ((r & 15) == 0) return 256 + (r >> 8) % 4000;
+  return 8 + (r >> 8) % 120;
+}
+
+std::uint64_t touch(void* block, std::size_t size, std::uint64_t tag) {
+  auto* bytes = static_cast<unsigned char*>(block);
+  bytes[0] = static_cast<unsigned char>(tag);
+  bytes[size - 1] = static_cast<unsigned char>(tag >> 8);
+  return bytes[0] + bytes[size - 1];
+}
+
+std::uint64_t server(unsigned threads, unsigned scale) {
+  constexpr std::size_t kSlots = 4096;
+  std::vector<std::atomic<void*>> slots(kSlots);
+  std::vector<std::atomic<std::uint64_t>> sums(threads);
+  std::vector<std::thread> workers;
+  const std::uint64_t requests = std::uint64_t{scale} * 100000 / threads;
+  for (unsigned t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      std::uint64_t state = 0x9E3779B97F4A7C15ULL * (t + 1), sum = 0;
+      for (std::uint64_t i = 0; i < requests; ++i) {
+        // A request: a few objects, published to the table; whatever was there (some
+        // other thread's object, most of the time) is freed here.
+        for (int k = 0; k < 4; ++k) {
+          std::size_t size = drawSize(state);
+          void* block = std::malloc(size);
+          if (block == nullptr) std::abort();
+          sum += touch(block, size, i);
+          void* old = slots[nextRandom(state) % kSlots].exchange(block, std::memory_order_acq_rel);
+          std::free(old);
+        }
+      }
+      sums[t] = sum;
+    });
+  for (std::thread& worker : workers) worker.join();
+  for (auto& slot : slots) std::free(slot.exchange(nullptr));
+  std::uint64_t total = 0;
+  for (auto& sum : sums) total += sum;
+  return total;
+}
+
+std::uint64_t churn(unsigned threads, unsigned scale) {
+  std::vector<std::uint64_t> sums(threads);
+  std::vector<std::thread> workers;
+  const std::uint64_t rounds = std::uint64_t{scale} * 400000 / threads;
+  for (unsigned t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      constexpr std::size_t kLive = 2000;
+      std::vector<void*> live(kLive, nullptr);
+      std::vector<std::size_t> sizes(kLive, 0);
+      std::uint64_t state = 0xD1B54A32D192ED03ULL * (t + 1), sum = 0;
+      for (std::uint64_t i = 0; i < rounds; ++i) {
+        std::size_t victim = nextRandom(state) % kLive;
+        if (live[victim]) sum += static_cast<unsigned char*>(live[victim])[0];
+        std::free(live[victim]);
+        sizes[victim] = drawSize(state);
+        live[victim] = std::malloc(sizes[victim]);
+        if (live[victim] == nullptr) std::abort();
+        touch(live[victim], sizes[victim], i);
+      }
+      for (void* block : live) std::free(block);
+      sums[t] = sum;
+    });
+  for (std::thread& worker : workers) worker.join();
+  std::uint64_t total = 0;
+  for (std::uint64_t sum : sums) total += sum;
+  return total;
+}
+
+std::uint64_t falseshare(unsigned threads, unsigned scale) {
+  // Objects allocated back to back by one thread, then each handed to a worker, which
+  // frees it and allocates its own: both the active and the passive form.
+  std::vector<void*> initial(threads);
+  for (unsigned t = 0; t < threads; ++t) initial[t] = std::malloc(8);
+  std::vector<std::uint64_t> sums(threads);
+  std::vector<std::thread> workers;
+  const std::uint64_t rounds = std::uint64_t{scale} * 1000 / threads;
+  for (unsigned t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      auto* object = static_cast<volatile char*>(initial[t]);
+      std::uint64_t sum = 0;
+      for (std::uint64_t round = 0; round < rounds; ++round) {
+        std::free(const_cast<char*>(object));
+        object = static_cast<volatile char*>(std::malloc(8));
+        for (int write = 0; write < 5000; ++write) {
+          object[write & 7] = static_cast<char>(object[write & 7] + 1);
+        }
+        sum += static_cast<unsigned char>(object[0]);
+      }
+      std::free(const_cast<char*>(object));
+      sums[t] = sum > 0;
+    });
+  for (std::thread& worker : workers) worker.join();
+  std::uint64_t total = 0;
+  for (std::uint64_t sum : sums) total += sum;
+  return total;
+}
+
+struct Workload {
+  std::string_view name;
+  std::uint64_t (*run)(unsigned threads, unsigned scale);
+  unsigned defaultScale;
+};
+constexpr Workload kWorkloads[] = {{"server", server, 100}, {"churn", churn, 100}, {"falseshare", falseshare, 100}};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Workload* workload = nullptr;
+  for (const Workload& known : kWorkloads)
+    if (argc >= 3 && known.name == argv[1]) workload = &known;
+  char* end = nullptr;
+  unsigned long threads = argc >= 3 ? std::strtoul(argv[2], &end, 10) : 0;
+  if (workload == nullptr || threads == 0 || threads > 256 || *end != '\0' || argc > 4) {
+    std::fprintf(stderr, "usage: %s server|churn|falseshare <threads 1-256> [scale]\n", argv[0]);
+    return 2;
+  }
+  unsigned long scale = workload->defaultScale;
+  if (argc == 4) {
+    scale = std::strtoul(argv[3], &end, 10);
+    if (*end != '\0' || scale == 0 || scale > 100000) {
+      std::fprintf(stderr, "scale must be a positive integer\n");
+      return 2;
+    }
+  }
+  std::uint64_t checksum = workload->run(static_cast<unsigned>(threads), static_cast<unsigned>(scale));
+  std::printf("%s threads %lu scale %lu checksum %016" PRIx64 "\n", argv[1], threads, scale, checksum);
+  return 0;
+}

@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Drop-in malloc benchmarks: every workload under glibc, jemalloc, mimalloc, tcmalloc and
+every heapkit preload library, in one run, in fresh processes. Reports wall time and peak
+RSS as ratios to glibc (and the scalable library against mimalloc), checks that every
+allocator gives the same checksum, and writes the "## Drop-in malloc" section of
+docs/benchmarks.md. Run by `make bench-malloc`.
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+SYSTEM_LIBS = Path("/usr/lib/x86_64-linux-gnu")
+PEERS = [
+    ("glibc", None),
+    ("jemalloc", SYSTEM_LIBS / "libjemalloc.so.2"),
+    ("mimalloc", SYSTEM_LIBS / "libmimalloc.so.2"),
+    ("tcmalloc", SYSTEM_LIBS / "libtcmalloc_minimal.so.4"),
+]
+HEAPKIT = [
+    ("heapkit", "libheapkit.so"),
+    ("heapkit-lea", "libheapkit-lea.so"),
+    ("heapkit-kingsley", "libheapkit-kingsley.so"),
+]
+SECTION = "## Drop-in malloc"
+
+
+def run_measured(command, preload):
+    """Wall seconds, peak RSS in KiB and stdout of one fresh process. /usr/bin/time forks
+    the program from a small process: a child forked from Python would count Python's own
+    pages in its peak RSS."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    prefix = ["/usr/bin/time", "-f", "HEAPKIT-BENCH %e %M", "--"]
+    if preload:
+        prefix += ["env", f"LD_PRELOAD={preload}"]
+    process = subprocess.run(prefix + list(command), env=env, capture_output=True)
+    raise_if_failed(command, preload, process.returncode, process.stderr)
+    match = re.search(rb"HEAPKIT-BENCH ([0-9.]+) ([0-9]+)", process.stderr)
+    if match is None:
+        sys.exit(f"no timing from /usr/bin/time: {process.stderr.decode()}")
+    return float(match.group(1)), int(match.group(2)), process.stdout.decode()
+
+
+def raise_if_failed(command, preload, code, err):
+    if code != 0:
+        sys.exit(f"FAILED ({code}): LD_PRELOAD={preload or ''} {' '.join(map(str, command))}\n{err.decode()}")
+
+
+def checksum_of(output):
+    match = re.search(r"checksum ([0-9a-f]+)", output)
+    return match.group(1) if match else output.strip()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--build", default="build", help="the CMake build directory")
+    parser.add_argument("--doc", default="docs/benchmarks.md")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", default="1,2", help="thread counts of the multi-threaded workloads")
+    parser.add_argument("--no-doc", action="store_true", help="print the table only")
+    args = parser.parse_args()
+    build = Path(args.build)
+
+    allocators = []
+    for name, path in PEERS:
+        if path is not None and not path.exists():
+            print(f"skipping {name}: {path} not installed (scripts/deps/malloc.txt)", file=sys.stderr)
+            continue
+        allocators.append((name, path))
+    for name, file in HEAPKIT:
+        path = build / "src" / "preload" / file
+        if not path.exists():
+            sys.exit(f"{path} is missing: build the heapkit-* preload targets first")
+        allocators.append((name, path.resolve()))
+
+    workloads = []
+    single = build / "bench" / "heapkit-workload"
+    if single.exists():
+        for name in ("cfrac", "espresso", "gcbench", "lindsay"):
+            workloads.append((f"{name}", [str(single), name]))
+    else:
+        print(f"note: {single} not built; single-threaded workloads skipped", file=sys.stderr)
+    multi = build / "bench" / "malloc" / "heapkit-mt-workload"
+    for threads in args.threads.split(","):
+        for name in ("server", "churn", "falseshare"):
+            workloads.append((f"{name} x{threads}", [str(multi), name, threads]))
+
+    results = {}  # (workload, allocator) -> (median seconds, median peak KiB)
+    for workload, command in workloads:
+        checksums = {}
+        for name, preload in allocators:
+            times, peaks = [], []
+            for _ in range(args.repeats):
+                elapsed, peak, output = run_measured(command, preload)
+                times.append(elapsed)
+                peaks.append(peak)
+                checksums[name] = checksum_of(output)
+            results[workload, name] = (statistics.median(times), statistics.median(peaks))
+            print(f"{workload:16} {name:17} {results[workload, name][0]:7.3f} s {results[workload, name][1]:8d} KiB",
+                  file=sys.stderr)
+        if len(set(checksums.values())) != 1:
+            sys.exit(f"{workload}: allocators disagree on the checksum: {checksums}")
+
+    names = [name for name, _ in allocators]
+    lines = []
+    lines.append("| workload | glibc time | glibc peak RSS | " + " | ".join(n for n in names if n != "glibc") +
+                 " | heapkit / mimalloc time |")
+    lines.append("|---" * (len(names) + 3) + "|")
+    misses = []
+    for workload, _ in workloads:
+        base_time, base_rss = results[workload, "glibc"]
+        cells = [workload, f"{base_time:.3f} s", f"{base_rss / 1024:.1f} MiB"]
+        for name in names:
+            if name == "glibc":
+                continue
+            t, rss = results[workload, name]
+            cells.append(f"{t / base_time:.2f} / {rss / base_rss:.2f}")
+        mimalloc = results.get((workload, "mimalloc"))
+        scalable_time, scalable_rss = results[workload, "heapkit"]
+        cells.append(f"{scalable_time / mimalloc[0]:.2f}" if mimalloc else "n/a")
+        lines.append("| " + " | ".join(cells) + " |")
+        if scalable_time > base_time:
+            misses.append(f"{workload}: heapkit slower than glibc ({scalable_time / base_time:.2f}x)")
+        if mimalloc and scalable_time > 1.2 * mimalloc[0]:
+            misses.append(f"{workload}: heapkit {scalable_time / mimalloc[0]:.2f}x mimalloc's time (target 1.2x)")
+        if scalable_rss > 1.2 * base_rss:
+            misses.append(f"{workload}: heapkit peak RSS {scalable_rss / base_rss:.2f}x glibc's (target 1.2x)")
+
+    table = "\n".join(lines)
+    target_text = "\n".join(f"- {miss}" for miss in misses) if misses else "- all met"
+    cpu = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+    section = f"""{SECTION} (issue: malloc replacement)
+
+Regenerate with `make bench-malloc` (bench/malloc/run_bench.py: every allocator preloaded
+into fresh processes, median of {args.repeats} runs, the same checksum required from all).
+Measured on the {cpu}-core development machine, shared with other builds, so single runs
+vary by about 10%; 1 and 2 threads only (no 16-core machine was available).
+
+Each cell is **time / peak RSS as ratios to glibc** (lower is better); the last column is
+heapkit's general-purpose allocator (libheapkit.so, ScalableHeap) against mimalloc.
+Peak RSS is the whole process's (ru_maxrss), about 2-3 MiB of which is the program itself.
+
+Workloads: cfrac, espresso, gcbench, lindsay are the layers benchmarks' single-threaded
+programs (`heapkit-workload`); server (threads free each other's objects through a shared
+table), churn (thread-private random replacement in a 2000-object working set) and
+falseshare (Hoard's cache-scratch: small objects written hard by different threads) are
+`heapkit-mt-workload <name> <threads>` (bench/malloc/mt_workloads.cpp).
+
+{table}
+
+Targets for libheapkit.so (no slower than glibc; within 1.2x of mimalloc's time; peak RSS
+at most 1.2x glibc's), as checked by the script on this run:
+{target_text}
+"""
+    print(section)
+    if args.no_doc:
+        return
+    doc = Path(args.doc)
+    text = doc.read_text()
+    start = text.find(SECTION)
+    if start < 0:
+        sys.exit(f"{doc} has no '{SECTION}' section")
+    end = text.find("\n## ", start + len(SECTION))
+    end = len(text) if end < 0 else end + 1
+    doc.write_text(text[:start] + section + ("\n" if end < len(text) else "") + text[end:])
+    print(f"updated {doc}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
