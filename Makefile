@@ -16,13 +16,15 @@ configure: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
 
 # A short tour: composes heaps and compares them with glibc on allocation-heavy work.
-demo: configure
+demo: configure python
 	cmake --build $(BUILD) -j $(JOBS) --target heapkit-tour
 	$(BUILD)/examples/heapkit-tour
+	$(VENV)/bin/heapkit record -o $(BUILD)/tour.hkt -- $(BUILD)/examples/heapkit-tour > /dev/null
+	$(VENV)/bin/heapkit stats $(BUILD)/tour.hkt
 
 # Every test, in a release build and in an ASan+UBSan build. ASan's own malloc must return
 # NULL on impossible sizes, as glibc does, for the tests of failure paths.
-test: test-release test-asan
+test: python test-release test-asan
 
 test-release: configure
 	cmake --build $(BUILD) -j $(JOBS)

@@ -1,0 +1,263 @@
+"""The ``heapkit`` command: argument parsing, progress bars and tables over the API."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+from rich.table import Table
+
+import heapkit
+from heapkit import convert as _convert
+from heapkit.replay import ALLOCATORS, ReplayError
+
+console = Console(stderr=True)
+out = Console()
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _ns(n: float) -> str:
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} ns"
+
+
+def _byte_progress(description: str) -> Progress:
+    return Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                    console=console, transient=True, disable=not console.is_terminal)
+
+
+def _fail(message: str) -> None:
+    console.print(f"[red]heapkit: {message}[/red]", highlight=False, soft_wrap=True)
+    sys.exit(1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(heapkit.__version__, prog_name="heapkit")
+def main() -> None:
+    """heapkit: record a program's allocations once, inspect them, replay them on any allocator."""
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Trace of the command's process [default: <command>.hkt]. Other processes: <stem>.<pid>.hkt.")
+@click.option("--keep-spool", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Keep the recorder's raw per-process spools in this directory.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def record(output: Path | None, keep_spool: Path | None, command: tuple[str, ...]) -> None:
+    """Run COMMAND with every malloc-family call recorded (threads, forks and execs included).
+
+    Use -- before the command: heapkit record -o ls.hkt -- ls -l
+    heapkit exits with the command's exit status.
+    """
+    if output is None:
+        output = Path(Path(command[0]).name + ".hkt")
+    with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task("merging spools", total=None, visible=False)
+
+        def on_merge(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total, visible=True)
+
+        try:
+            result = heapkit.record(command, output, keep_spool, on_merge)
+        except (FileNotFoundError, heapkit.TraceError) as error:
+            _fail(str(error))
+    for t in result.traces:
+        notes = []
+        if t.unknown_frees:
+            notes.append(f"{t.unknown_frees} frees of memory from before recording")
+        if t.truncated_records:
+            notes.append(f"{t.truncated_records} records cut short")
+        note = f" ({'; '.join(notes)})" if notes else ""
+        console.print(f"{t.path}: pid {t.pid}, {t.events:,} operations, {t.threads} threads, "
+                      f"{_bytes(t.bytes)}{note}", highlight=False)
+    if result.returncode < 0:
+        console.print(f"[yellow]the command was ended by signal {-result.returncode}[/yellow]")
+        sys.exit(128 - result.returncode)
+    sys.exit(result.returncode)
+
+
+@main.command()
+@click.argument("input", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The file to write.")
+@click.option("--from", "from_", type=click.Choice(_convert.LOG_FORMATS), default=None,
+              help="Format of a log INPUT [default: detected].")
+@click.option("--to", type=click.Choice(_convert.EXPORT_FORMATS), default=None,
+              help="Format to write when INPUT is a heapkit trace [default: text].")
+@click.option("--lenient", is_flag=True, help="Skip frees of unknown addresses instead of failing.")
+def convert(input: Path, output: Path, from_: str | None, to: str | None, lenient: bool) -> None:
+    """Convert a log (text, mtrace, heaptrack raw; .gz/.xz/.zst too) into a heapkit trace,
+    or a heapkit trace into a text or mtrace log."""
+    try:
+        with _byte_progress("converting") as bar:
+            task = bar.add_task("converting", total=None)
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            if _convert.is_trace(input):
+                if from_:
+                    _fail(f"{input} is already a heapkit trace; --from applies to logs")
+                n = heapkit.export_log(input, output, to or "text", progress)
+                summary = f"{n:,} operations"
+            else:
+                if to:
+                    _fail(f"{input} is a log; it converts to a heapkit trace (--to applies to traces)")
+                s = heapkit.import_log(input, output, from_, lenient, progress)
+                summary = f"{s['events']:,} operations, {s['objects']:,} objects, {_bytes(s['bytes_written'])}"
+                if s["unknown_frees"]:
+                    summary += f", {s['unknown_frees']:,} frees of unknown addresses skipped"
+                if s["reused_addresses"]:
+                    summary += f", {s['reused_addresses']:,} allocations at live addresses"
+    except (heapkit.TraceError, ValueError, OSError) as error:
+        output.unlink(missing_ok=True)
+        _fail(str(error))
+    console.print(f"{output}: {summary}", highlight=False)
+
+
+def _sparkline(values: list[int], width: int = 60) -> str:
+    if not values:
+        return ""
+    # Take the largest value in each column so the peak stays visible.
+    columns = [max(values[i * len(values) // width:(i + 1) * len(values) // width] or [0])
+               for i in range(min(width, len(values)))]
+    top = max(columns) or 1
+    blocks = " ▁▂▃▄▅▆▇█"
+    return "".join(blocks[round(v / top * 8)] for v in columns)
+
+
+@main.command()
+@click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
+@click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="How many frequent sizes to list.")
+def stats(trace: Path, as_json: bool, top: int) -> None:
+    """Profile a trace: objects, bytes, peaks, sizes, lifetimes, threads, live bytes over time."""
+    try:
+        with _byte_progress("reading") as bar:
+            task = bar.add_task("reading", total=None)
+            s = heapkit.stats(trace, top_sizes=top, progress=lambda d, t: bar.update(task, completed=d, total=t))
+    except (heapkit.TraceError, OSError) as error:
+        _fail(str(error))
+    if as_json:
+        out.print_json(json.dumps(s.to_dict(), default=str))
+        return
+
+    summary = Table(title=f"{trace}  ({s.header.source}, pid {s.header.pid}: {s.header.command})", show_header=False)
+    summary.add_column(style="bold")
+    summary.add_column(justify="right")
+    rows = [
+        ("objects", f"{s.objects:,}"),
+        ("total bytes", f"{s.total_bytes:,} ({_bytes(s.total_bytes)})"),
+        ("max bytes in use", f"{s.max_live_bytes:,} ({_bytes(s.max_live_bytes)})"),
+        ("max objects in use", f"{s.max_live_objects:,}"),
+        ("average size", f"{s.average_size:,.1f}"),
+        ("sizes", f"{s.min_size:,} .. {s.max_size:,}, {s.distinct_sizes:,} distinct"),
+        ("total / max ratio", f"{s.total_to_max_ratio:,.2f}"),
+        ("memory operations", f"{s.events:,}"),
+        ("  malloc / calloc / realloc / aligned", f"{s.mallocs:,} / {s.callocs:,} / {s.reallocs:,} / {s.aligned:,}"),
+        ("  free", f"{s.frees:,}"),
+        ("never freed", f"{s.end_live_objects:,} objects, {s.end_live_bytes:,} bytes"),
+        ("lifetime (operations)", f"mean {s.lifetime_events_mean:,.1f}, median ≤ {s.lifetime_events_median:,}"),
+        ("lifetime (time)", f"mean {_ns(s.lifetime_ns_mean)}"),
+        ("duration", _ns(s.duration_ns)),
+        ("trace size", f"{_bytes(s.trace_bytes)}, {s.bytes_per_event:.2f} bytes per operation"),
+    ]
+    for k, v in rows:
+        summary.add_row(k, v)
+    out.print(summary)
+
+    hist = Table(title="object sizes")
+    hist.add_column("size", justify="right")
+    hist.add_column("objects", justify="right")
+    hist.add_column("")
+    peak = max(s.size_histogram) or 1
+    for b, n in enumerate(s.size_histogram):
+        if n:
+            label = "0" if b == 0 else f"{1 << (b - 1):,} .. {(1 << b) - 1:,}"
+            hist.add_row(label, f"{n:,}", "█" * max(1, round(30 * n / peak)))
+    frequent = Table(title="most frequent sizes")
+    frequent.add_column("size", justify="right")
+    frequent.add_column("objects", justify="right")
+    frequent.add_column("share", justify="right")
+    for size, n in s.top_sizes:
+        frequent.add_row(f"{size:,}", f"{n:,}", f"{100 * n / max(s.objects, 1):.1f}%")
+    lifetimes = Table(title="lifetimes (operations between allocation and free)")
+    lifetimes.add_column("lifetime", justify="right")
+    lifetimes.add_column("objects", justify="right")
+    for b, n in enumerate(s.lifetime_events_histogram):
+        if n:
+            lifetimes.add_row("0" if b == 0 else f"{1 << (b - 1):,} .. {(1 << b) - 1:,}", f"{n:,}")
+    threads = Table(title="threads")
+    for column in ("thread", "OS tid", "allocations", "frees", "bytes", "frees of others' objects"):
+        threads.add_column(column, justify="right")
+    for i, t in enumerate(s.threads):
+        threads.add_row(str(i), str(t.os_tid), f"{t.allocations:,}", f"{t.frees:,}", f"{t.bytes:,}", f"{t.remote_frees:,}")
+    for table in (hist, frequent, lifetimes, threads):
+        out.print(table)
+    out.print("[bold]live bytes over time[/bold] (peak "
+              f"{_bytes(s.max_live_bytes)} at operation {s.max_live_bytes_event:,})")
+    out.print(_sparkline([p[2] for p in s.live_over_time]))
+
+
+@main.command()
+@click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-a", "--allocator", "allocators", multiple=True, default=("glibc",), show_default=True,
+              help=f"{', '.join(ALLOCATORS)}, or a path to a malloc .so; repeat to compare.")
+@click.option("-n", "--runs", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Fresh processes per allocator; the table shows medians.")
+@click.option("--no-touch", is_flag=True, help="Do not write to allocated memory (by default one byte per page).")
+@click.option("--json", "as_json", is_flag=True, help="Print every run as JSON.")
+def replay(trace: Path, allocators: tuple[str, ...], runs: int, no_touch: bool, as_json: bool) -> None:
+    """Replay TRACE on real allocators (LD_PRELOAD, no application code): time per operation
+    and peak footprint, medians of RUNS fresh processes."""
+    results = []
+    try:
+        with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
+            task = bar.add_task("replaying", total=runs * len(allocators))
+            for name in allocators:
+                bar.update(task, description=f"replaying on {name}")
+                results.append(heapkit.replay(trace, name, runs, not no_touch, lambda d, t: bar.advance(task)))
+    except (heapkit.TraceError, FileNotFoundError, ValueError, ReplayError) as error:
+        _fail(str(error))
+    if as_json:
+        out.print_json(json.dumps([{"allocator": r.allocator, "library": str(r.library) if r.library else None,
+                                     "operations": r.operations, "max_live_bytes": r.max_live_bytes,
+                                     "runs": [vars(x) for x in r.runs]} for r in results]))
+        return
+    table = Table(title=f"{trace}: {results[0].operations:,} operations, peak live {_bytes(results[0].max_live_bytes)}"
+                        f" (medians of {runs} runs)")
+    for column in ("allocator", "time", "ns / op", "footprint", "footprint / live", "failed"):
+        table.add_column(column, justify="right")
+    for r in results:
+        table.add_row(r.allocator, f"{r.median_seconds * 1e3:,.2f} ms", f"{r.median_ns_per_op:.1f}",
+                      _bytes(r.median_footprint_bytes), f"{r.fragmentation:.2f}",
+                      str(max(x.failed_allocations for x in r.runs)))
+    out.print(table)
+
+
+@main.command()
+@click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def check(trace: Path) -> None:
+    """Check that TRACE is a complete, valid heapkit trace (exit status 1 if not)."""
+    try:
+        header = heapkit.read_header(trace)
+        n = sum(len(chunk["op"]) for chunk in heapkit.events(trace))
+    except (heapkit.TraceError, OSError) as error:
+        _fail(str(error))
+    out.print(f"{trace}: valid heapkit trace, version {header.version}, {n:,} operations", highlight=False)
+
+
+if __name__ == "__main__":
+    main()

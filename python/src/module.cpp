@@ -1,0 +1,336 @@
+// heapkit._core: the C++ trace library (include/heapkit/trace/, src/trace/) for Python.
+// Long operations are objects with step(n), so the Python side can show progress and
+// stay interruptible; everything else is a plain function.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "heapkit/trace/Convert.h"
+#include "heapkit/trace/Stats.h"
+
+namespace nb = nanobind;
+using namespace heapkit::trace;
+
+namespace {
+
+// Bad input of any kind (a corrupt trace, a malformed log): one line that says where.
+struct TraceError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct FileCloser {
+  void operator()(std::FILE* f) const {
+    if (f != nullptr) std::fclose(f);
+  }
+};
+using File = std::unique_ptr<std::FILE, FileCloser>;
+
+File openOutput(const std::string& path) {
+  File f(std::fopen(path.c_str(), "wb"));
+  if (!f) throw std::runtime_error(path + ": " + std::strerror(errno));
+  return f;
+}
+
+void closeOutput(File& f, const std::string& path) {
+  std::FILE* raw = f.release();
+  if (raw != nullptr && std::fclose(raw) != 0) throw std::runtime_error(path + ": " + std::strerror(errno));
+}
+
+LogFormat formatNamed(const std::string& name) {
+  LogFormat format;
+  if (!parseLogFormat(name, format)) throw std::invalid_argument("unknown log format '" + name + "' (text, mtrace, heaptrack)");
+  return format;
+}
+
+nb::dict headerDict(const Header& h) {
+  nb::dict d;
+  d["version"] = std::to_string(h.versionMajor) + "." + std::to_string(h.versionMinor);
+  d["pid"] = h.pid;
+  d["start_unix_ns"] = h.startUnixNs;
+  d["command"] = h.command;
+  d["source"] = h.source;
+  return d;
+}
+
+class PyTraceReader {
+ public:
+  PyTraceReader(const std::string& path, bool checkLiveness)
+      : file_(std::make_unique<MappedFile>(path)), decoder_(file_->data(), file_->size(), checkLiveness) {
+    if (decoder_.failed()) throw TraceError(path + ": " + decoder_.error());
+    path_ = path;
+  }
+
+  nb::dict header() const { return headerDict(decoder_.header()); }
+
+  // Up to maxEvents operations as numpy arrays (op, thread, time, id, old_id, size, alignment).
+  nb::dict read(std::size_t maxEvents) {
+    std::vector<Event> events;
+    events.reserve(std::min<std::size_t>(maxEvents, 1 << 20));
+    Event e;
+    while (events.size() < maxEvents && decoder_.next(e)) events.push_back(e);
+    if (decoder_.failed()) throw TraceError(path_ + ": " + decoder_.error());
+    nb::dict d;
+    d["op"] = column<std::uint8_t>(events, [](const Event& x) { return static_cast<std::uint8_t>(x.op); });
+    d["thread"] = column<std::uint32_t>(events, [](const Event& x) { return x.thread; });
+    d["time"] = column<std::uint64_t>(events, [](const Event& x) { return x.time; });
+    d["id"] = column<std::uint64_t>(events, [](const Event& x) { return x.id; });
+    d["old_id"] = column<std::uint64_t>(events, [](const Event& x) { return x.oldId; });
+    d["size"] = column<std::uint64_t>(events, [](const Event& x) { return x.size; });
+    d["alignment"] = column<std::uint64_t>(events, [](const Event& x) { return x.alignment; });
+    return d;
+  }
+
+  std::uint64_t offset() const { return decoder_.offset(); }
+  std::uint64_t size() const { return decoder_.size(); }
+  bool finished() const { return decoder_.finished(); }
+  std::vector<std::uint64_t> threads() const { return decoder_.osThreadIds(); }
+
+ private:
+  template <class T, class F>
+  static nb::object column(const std::vector<Event>& events, F field) {
+    auto* data = new T[events.size()];
+    for (std::size_t i = 0; i < events.size(); ++i) data[i] = field(events[i]);
+    nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<T*>(p); });
+    return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(data, {events.size()}, owner));
+  }
+
+  std::unique_ptr<MappedFile> file_;
+  TraceDecoder decoder_;
+  std::string path_;
+};
+
+class PyImporter {
+ public:
+  PyImporter(const std::string& format, const std::string& out, bool lenient, const std::string& command)
+      : path_(out), file_(openOutput(out)) {
+    Header h;
+    h.command = command;
+    h.source = format;
+    importer_ = std::make_unique<LogImporter>(formatNamed(format), file_.get(), lenient, h);
+  }
+
+  void feed(nb::bytes data) {
+    try {
+      importer_->feed(std::string_view(data.c_str(), data.size()));
+    } catch (const std::invalid_argument& e) {
+      throw TraceError(e.what());
+    } catch (const std::runtime_error& e) {
+      throw TraceError(e.what());
+    }
+  }
+
+  nb::dict finish() {
+    ImportSummary s;
+    try {
+      s = importer_->finish();
+    } catch (const std::runtime_error& e) {
+      throw TraceError(e.what());
+    }
+    importer_.reset();
+    closeOutput(file_, path_);
+    nb::dict d;
+    d["lines"] = s.lines;
+    d["events"] = s.events;
+    d["objects"] = s.objects;
+    d["unknown_frees"] = s.unknownFrees;
+    d["reused_addresses"] = s.reusedAddresses;
+    d["failed_allocations"] = s.failedAllocations;
+    d["bytes_written"] = s.bytesWritten;
+    return d;
+  }
+
+ private:
+  std::string path_;
+  File file_;
+  std::unique_ptr<LogImporter> importer_;
+};
+
+class PyExporter {
+ public:
+  PyExporter(const std::string& trace, const std::string& format, const std::string& out)
+      : trace_(trace), input_(std::make_unique<MappedFile>(trace)), path_(out), file_(openOutput(out)),
+        exporter_(formatNamed(format), input_->data(), input_->size(), file_.get()) {}
+
+  bool step(std::uint64_t maxEvents) {
+    bool more = exporter_.step(maxEvents);
+    if (exporter_.failed()) throw TraceError(trace_ + ": " + exporter_.error());
+    if (!more) closeOutput(file_, path_);
+    return more;
+  }
+  std::uint64_t offset() const { return exporter_.offset(); }
+  std::uint64_t size() const { return input_->size(); }
+  std::uint64_t events() const { return exporter_.events(); }
+
+ private:
+  std::string trace_;
+  std::unique_ptr<MappedFile> input_;
+  std::string path_;
+  File file_;
+  LogExporter exporter_;
+};
+
+class PyStats {
+ public:
+  PyStats(const std::string& path, std::size_t topSizes, std::size_t livePoints)
+      : path_(path), file_(std::make_unique<MappedFile>(path)), builder_(file_->data(), file_->size(), topSizes, livePoints) {
+    if (builder_.failed()) throw TraceError(path + ": " + builder_.error());
+  }
+
+  bool step(std::uint64_t maxEvents) {
+    bool more = builder_.step(maxEvents);
+    if (builder_.failed()) throw TraceError(path_ + ": " + builder_.error());
+    return more;
+  }
+  std::uint64_t offset() const { return builder_.offset(); }
+  std::uint64_t size() const { return builder_.size(); }
+
+  nb::dict result() {
+    TraceStats s = builder_.result();
+    nb::dict d;
+    d["header"] = headerDict(s.header);
+    d["events"] = s.events;
+    d["mallocs"] = s.allocationsByKind[0];
+    d["callocs"] = s.allocationsByKind[1];
+    d["reallocs"] = s.allocationsByKind[2];
+    d["aligned"] = s.allocationsByKind[3];
+    d["frees"] = s.frees;
+    d["objects"] = s.objects;
+    d["total_bytes"] = s.totalBytes;
+    d["max_live_bytes"] = s.maxLiveBytes;
+    d["max_live_objects"] = s.maxLiveObjects;
+    d["max_live_bytes_event"] = s.maxLiveBytesEvent;
+    d["end_live_bytes"] = s.endLiveBytes;
+    d["end_live_objects"] = s.endLiveObjects;
+    d["min_size"] = s.minSize;
+    d["max_size"] = s.maxSize;
+    d["duration_ns"] = s.durationNs;
+    d["size_histogram"] = std::vector<std::uint64_t>(s.sizeHistogram.begin(), s.sizeHistogram.end());
+    nb::list top;
+    for (auto [size, count] : s.topSizes) top.append(nb::make_tuple(size, count));
+    d["top_sizes"] = top;
+    d["distinct_sizes"] = s.distinctSizes;
+    d["lifetime_events_histogram"] =
+        std::vector<std::uint64_t>(s.lifetimeEventsHistogram.begin(), s.lifetimeEventsHistogram.end());
+    d["lifetime_events_median"] = s.lifetimeEventsMedian;
+    d["lifetime_events_mean"] = s.lifetimeEventsMean;
+    d["lifetime_ns_mean"] = s.lifetimeNsMean;
+    nb::list threads;
+    for (const ThreadStats& t : s.threads) {
+      nb::dict td;
+      td["os_tid"] = t.osTid;
+      td["allocations"] = t.allocations;
+      td["frees"] = t.frees;
+      td["bytes"] = t.bytes;
+      td["remote_frees"] = t.remoteFrees;
+      threads.append(td);
+    }
+    d["threads"] = threads;
+    nb::list live;
+    for (const LivePoint& p : s.liveOverTime) live.append(nb::make_tuple(p.time, p.event, p.bytes, p.objects));
+    d["live_over_time"] = live;
+    d["trace_bytes"] = s.traceBytes;
+    return d;
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<MappedFile> file_;
+  StatsBuilder builder_;
+};
+
+nb::dict mergeSpoolPy(const std::string& spool, const std::string& out) {
+  File file = openOutput(out);
+  MergeSummary s;
+  try {
+    s = mergeSpool(spool, file.get());
+  } catch (const std::runtime_error& e) {
+    throw TraceError(e.what());
+  }
+  closeOutput(file, out);
+  nb::dict d;
+  d["pid"] = s.pid;
+  d["events"] = s.events;
+  d["objects"] = s.objects;
+  d["threads"] = s.threads;
+  d["unknown_frees"] = s.unknownFrees;
+  d["truncated_records"] = s.truncatedRecords;
+  d["bytes_written"] = s.bytesWritten;
+  d["command"] = s.command;
+  return d;
+}
+
+// Decoding speed: the fastest of `repeats` full decodes (with liveness checks), so the
+// figure is the decoder's, not the page cache's.
+nb::dict decodeSpeed(const std::string& path, int repeats, bool checkLiveness) {
+  MappedFile file(path);
+  double best = 0;
+  std::uint64_t events = 0, checksum = 0;
+  for (int r = 0; r < repeats; ++r) {
+    auto start = std::chrono::steady_clock::now();
+    TraceDecoder decoder(file.data(), file.size(), checkLiveness);
+    Event e;
+    std::uint64_t sum = 0;
+    while (decoder.next(e)) sum += e.size + e.id;
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (decoder.failed()) throw TraceError(path + ": " + decoder.error());
+    if (r == 0 || seconds < best) best = seconds;
+    events = decoder.events();
+    checksum = sum;
+  }
+  nb::dict d;
+  d["events"] = events;
+  d["seconds"] = best;
+  d["events_per_second"] = best > 0 ? static_cast<double>(events) / best : 0.0;
+  d["bytes"] = static_cast<std::uint64_t>(file.size());
+  d["checksum"] = checksum;
+  return d;
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "heapkit's C++ trace library: reader, converters, statistics, spool merge.";
+  nb::exception<TraceError>(m, "TraceError");
+  m.attr("FORMAT_VERSION") = std::to_string(kVersionMajor) + "." + std::to_string(kVersionMinor);
+
+  nb::class_<PyTraceReader>(m, "TraceReader")
+      .def(nb::init<const std::string&, bool>(), nb::arg("path"), nb::arg("check_liveness") = true)
+      .def_prop_ro("header", &PyTraceReader::header)
+      .def("read", &PyTraceReader::read, nb::arg("max_events"))
+      .def_prop_ro("offset", &PyTraceReader::offset)
+      .def_prop_ro("size", &PyTraceReader::size)
+      .def_prop_ro("finished", &PyTraceReader::finished)
+      .def_prop_ro("threads", &PyTraceReader::threads);
+
+  nb::class_<PyImporter>(m, "Importer")
+      .def(nb::init<const std::string&, const std::string&, bool, const std::string&>(), nb::arg("format"),
+           nb::arg("out"), nb::arg("lenient"), nb::arg("command"))
+      .def("feed", &PyImporter::feed)
+      .def("finish", &PyImporter::finish);
+
+  nb::class_<PyExporter>(m, "Exporter")
+      .def(nb::init<const std::string&, const std::string&, const std::string&>(), nb::arg("trace"), nb::arg("format"),
+           nb::arg("out"))
+      .def("step", &PyExporter::step)
+      .def_prop_ro("offset", &PyExporter::offset)
+      .def_prop_ro("size", &PyExporter::size)
+      .def_prop_ro("events", &PyExporter::events);
+
+  nb::class_<PyStats>(m, "StatsBuilder")
+      .def(nb::init<const std::string&, std::size_t, std::size_t>(), nb::arg("path"), nb::arg("top_sizes") = 10,
+           nb::arg("live_points") = 200)
+      .def("step", &PyStats::step)
+      .def_prop_ro("offset", &PyStats::offset)
+      .def_prop_ro("size", &PyStats::size)
+      .def("result", &PyStats::result);
+
+  m.def("merge_spool", &mergeSpoolPy, nb::arg("spool"), nb::arg("out"));
+  m.def("decode_speed", &decodeSpeed, nb::arg("path"), nb::arg("repeats") = 3, nb::arg("check_liveness") = true);
+}

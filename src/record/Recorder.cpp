@@ -1,0 +1,422 @@
+// The trace recorder: a provider of the wrapper's entry points (src/wrapper/) that forwards
+// every request to the next malloc in the process (glibc's, or whichever library follows
+// in the search order) and logs it to the spool (heapkit/trace/Spool.h). `heapkit record`
+// preloads libheapkit-record.so with HEAPKIT_RECORD_DIR set and merges the spools into
+// traces afterwards; without HEAPKIT_RECORD_DIR the library forwards and records nothing.
+//
+// Cost per operation: one relaxed fetch_add for the global order, one rdtsc and a 40-byte
+// store into a per-thread buffer; a full buffer goes to the file with one writev(2).
+//
+// What is written survives the process: buffers are flushed at thread exit, exit(),
+// _exit(), exec*() and on fatal signals; after a SIGKILL the spool holds every full chunk.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+
+#include "heapkit/trace/Spool.h"
+#include "heapkit_entry_points.h"
+
+namespace {
+
+namespace spool = heapkit::trace::spool;
+
+// ---- the next allocator ---------------------------------------------------------------
+
+using MallocFn = void* (*)(size_t);
+using FreeFn = void (*)(void*);
+using CallocFn = void* (*)(size_t, size_t);
+using ReallocFn = void* (*)(void*, size_t);
+using MemalignFn = void* (*)(size_t, size_t);
+using UsableFn = size_t (*)(void*);
+
+MallocFn nextMalloc;
+FreeFn nextFree;
+CallocFn nextCalloc;
+ReallocFn nextRealloc;
+MemalignFn nextMemalign;
+UsableFn nextUsableSize;
+
+// ---- clocks -------------------------------------------------------------------------------
+
+inline std::uint64_t ticks() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __rdtsc();
+#else
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec);
+#endif
+}
+
+std::uint64_t nowNs(clockid_t clock) {
+  struct timespec ts;
+  clock_gettime(clock, &ts);
+  return std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec);
+}
+
+// ---- per-thread buffers ---------------------------------------------------------------------
+
+constexpr std::uint32_t kRecordsPerChunk = 4096;  // 160 KiB per thread
+
+struct Buffer {
+  std::uint32_t count;
+  std::uint32_t tid;
+  Buffer* next;  // in the registry of live buffers
+  spool::Record records[kRecordsPerChunk];
+};
+
+// Marks a thread whose buffer was released at thread exit: its last few operations (in
+// other TLS destructors) are written one at a time.
+Buffer* const kReleased = reinterpret_cast<Buffer*>(1);
+
+std::atomic<int> spoolFd{-1};
+// After the library's destructor has run, every record is written at once: nothing
+// would flush a buffer later.
+std::atomic<bool> unbuffered{false};
+std::atomic<std::uint64_t> sequence{0};
+pthread_key_t threadKey;
+std::atomic_flag registryLock = ATOMIC_FLAG_INIT;
+Buffer* registry = nullptr;    // every live buffer, for flushes at exit, exec and crashes
+Buffer* freeBuffers = nullptr;  // buffers of threads that ended, for reuse
+
+__attribute__((tls_model("initial-exec"))) thread_local Buffer* threadBuffer = nullptr;
+// Set while the recorder itself runs, so allocations it causes are not recorded.
+__attribute__((tls_model("initial-exec"))) thread_local bool busy = false;
+
+void lockRegistry() {
+  while (registryLock.test_and_set(std::memory_order_acquire)) sched_yield();
+}
+void unlockRegistry() { registryLock.clear(std::memory_order_release); }
+
+// Async-signal-safe: write(2) and clock_gettime only.
+void writeChunk(std::uint32_t tid, const spool::Record* records, std::uint32_t count) {
+  int fd = spoolFd.load(std::memory_order_relaxed);
+  if (fd < 0 || count == 0) return;
+  spool::ChunkHeader header{spool::kChunkMagic, tid, count, 0, ticks(), nowNs(CLOCK_MONOTONIC)};
+  struct iovec parts[2] = {{&header, sizeof header}, {const_cast<spool::Record*>(records), count * sizeof(spool::Record)}};
+  // O_APPEND makes each writev land whole at the end of the file, whatever other threads
+  // write at the same time.
+  while (writev(fd, parts, 2) < 0 && errno == EINTR) {
+  }
+}
+
+void flush(Buffer* buffer) {
+  std::uint32_t count = buffer->count;
+  buffer->count = 0;
+  writeChunk(buffer->tid, buffer->records, count);
+}
+
+void flushAll() {
+  for (Buffer* b = registry; b != nullptr; b = b->next) flush(b);
+}
+
+Buffer* newBuffer() {
+  lockRegistry();
+  Buffer* buffer = freeBuffers;
+  if (buffer != nullptr) freeBuffers = buffer->next;
+  unlockRegistry();
+  if (buffer == nullptr) {
+    void* memory = mmap(nullptr, sizeof(Buffer), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) return nullptr;
+    buffer = static_cast<Buffer*>(memory);
+  }
+  buffer->count = 0;
+  buffer->tid = static_cast<std::uint32_t>(syscall(SYS_gettid));
+  lockRegistry();
+  buffer->next = registry;
+  registry = buffer;
+  unlockRegistry();
+  pthread_setspecific(threadKey, buffer);  // for the flush at thread exit
+  return buffer;
+}
+
+void threadEnded(void* value) {
+  auto* buffer = static_cast<Buffer*>(value);
+  flush(buffer);
+  lockRegistry();
+  for (Buffer** link = &registry; *link != nullptr; link = &(*link)->next) {
+    if (*link == buffer) {
+      *link = buffer->next;
+      break;
+    }
+  }
+  buffer->next = freeBuffers;
+  freeBuffers = buffer;
+  unlockRegistry();
+  threadBuffer = kReleased;
+}
+
+inline void log(spool::Kind kind, std::uint64_t seq, std::uint64_t address, std::uint64_t a, std::uint64_t b = 0) {
+  Buffer* buffer = threadBuffer;
+  if (buffer == nullptr || buffer == kReleased) [[unlikely]] {
+    if (buffer == kReleased) {
+      spool::Record record{seq << 8 | static_cast<std::uint64_t>(kind), ticks(), address, a, b};
+      writeChunk(static_cast<std::uint32_t>(syscall(SYS_gettid)), &record, 1);
+      return;
+    }
+    busy = true;
+    buffer = threadBuffer = newBuffer();
+    busy = false;
+    if (buffer == nullptr) return;
+  }
+  spool::Record& record = buffer->records[buffer->count];
+  record = {seq << 8 | static_cast<std::uint64_t>(kind), ticks(), address, a, b};
+  // The count is stored after the record, so a flush from a signal handler sees only
+  // whole records.
+  std::atomic_signal_fence(std::memory_order_release);
+  if (++buffer->count == kRecordsPerChunk || unbuffered.load(std::memory_order_relaxed)) [[unlikely]]
+    flush(buffer);
+}
+
+inline bool recording() { return !busy && spoolFd.load(std::memory_order_relaxed) >= 0; }
+inline std::uint64_t nextSequence() { return sequence.fetch_add(1, std::memory_order_relaxed); }
+
+// ---- the spool file ---------------------------------------------------------------------
+
+// Opens <HEAPKIT_RECORD_DIR>/<pid>-<n>.spool, n counting process images (exec) of one pid.
+void openSpool() {
+  const char* dir = getenv("HEAPKIT_RECORD_DIR");
+  if (dir == nullptr || *dir == '\0') return;
+  int pid = static_cast<int>(getpid());
+  char path[4096];
+  int fd = -1;
+  for (int n = 0; n < 10000 && fd < 0; ++n) {
+    if (snprintf(path, sizeof path, "%s/%d-%d.spool", dir, pid, n) >= static_cast<int>(sizeof path)) return;
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) return;
+  }
+  if (fd < 0) return;
+
+  static char command[4096];
+  std::uint32_t commandBytes = 0;
+  int cmdline = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (cmdline >= 0) {
+    ssize_t n;
+    while (commandBytes < sizeof command && (n = read(cmdline, command + commandBytes, sizeof command - commandBytes)) > 0)
+      commandBytes += static_cast<std::uint32_t>(n);
+    close(cmdline);
+  }
+  spool::FileHeader header{};
+  memcpy(header.magic, spool::kMagic, sizeof header.magic);
+  header.pid = static_cast<std::uint32_t>(pid);
+  header.commandBytes = commandBytes;
+  header.tsc0 = ticks();
+  header.ns0 = nowNs(CLOCK_MONOTONIC);
+  header.unixNs0 = nowNs(CLOCK_REALTIME);
+  static const char padding[8] = {};
+  struct iovec parts[3] = {{&header, sizeof header}, {command, commandBytes}, {const_cast<char*>(padding), (8 - commandBytes % 8) % 8}};
+  if (writev(fd, parts, 3) < 0) {
+    close(fd);
+    return;
+  }
+  spoolFd.store(fd, std::memory_order_relaxed);
+}
+
+// ---- fatal signals --------------------------------------------------------------------------
+
+const int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+
+void onFatalSignal(int signal) {
+  flushAll();  // best effort: the process is going down
+  // SA_RESETHAND restored the default action: re-raise so the exit status is the signal's.
+  raise(signal);
+}
+
+void installSignalHandlers() {
+  for (int signal : kFatalSignals) {
+    struct sigaction current {};
+    if (sigaction(signal, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) continue;  // the program's own
+    struct sigaction action {};
+    action.sa_handler = onFatalSignal;
+    action.sa_flags = SA_RESETHAND | SA_NODEFER;
+    sigemptyset(&action.sa_mask);
+    sigaction(signal, &action, nullptr);
+  }
+}
+
+template <class F>
+F next(const char* name) {
+  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
+
+__attribute__((destructor)) void atExit() {
+  unbuffered.store(true, std::memory_order_relaxed);
+  flushAll();
+}
+
+}  // namespace
+
+// ---- entry points (heapkit_entry_points.h) -----------------------------------------------
+
+extern "C" {
+
+void heapkit_ep_init(void) {
+  nextMalloc = next<MallocFn>("malloc");
+  nextFree = next<FreeFn>("free");
+  nextCalloc = next<CallocFn>("calloc");
+  nextRealloc = next<ReallocFn>("realloc");
+  nextMemalign = next<MemalignFn>("memalign");
+  nextUsableSize = next<UsableFn>("malloc_usable_size");
+  pthread_key_create(&threadKey, threadEnded);
+  openSpool();
+  if (spoolFd.load() >= 0) installSignalHandlers();
+}
+
+void* heapkit_ep_malloc(size_t size) {
+  void* ptr = nextMalloc(size);
+  if (ptr != nullptr && recording()) log(spool::Kind::Malloc, nextSequence(), reinterpret_cast<std::uintptr_t>(ptr), size);
+  return ptr;
+}
+
+void* heapkit_ep_calloc(size_t count, size_t size) {
+  void* ptr = nextCalloc(count, size);
+  if (ptr != nullptr && recording()) log(spool::Kind::Calloc, nextSequence(), reinterpret_cast<std::uintptr_t>(ptr), count * size);
+  return ptr;
+}
+
+void* heapkit_ep_memalign(size_t alignment, size_t size) {
+  void* ptr = nextMemalign(alignment, size);
+  if (ptr != nullptr && recording())
+    log(spool::Kind::Aligned, nextSequence(), reinterpret_cast<std::uintptr_t>(ptr), size, alignment);
+  return ptr;
+}
+
+void heapkit_ep_free(void* ptr) {
+  // Numbered before the memory is released: another thread may get this address next.
+  if (recording()) log(spool::Kind::Free, nextSequence(), reinterpret_cast<std::uintptr_t>(ptr), 0);
+  nextFree(ptr);
+}
+
+void* heapkit_ep_realloc(void* ptr, size_t size) {
+  if (!recording()) return nextRealloc(ptr, size);
+  auto old = reinterpret_cast<std::uintptr_t>(ptr);
+  log(spool::Kind::Release, nextSequence(), old, 0);
+  void* moved = nextRealloc(ptr, size);
+  log(spool::Kind::Realloc, nextSequence(), old, reinterpret_cast<std::uintptr_t>(moved), size);
+  return moved;
+}
+
+size_t heapkit_ep_usable_size(void* ptr) { return nextUsableSize(ptr); }
+
+void heapkit_ep_fork_prepare(void) { lockRegistry(); }
+
+void heapkit_ep_fork_parent(void) { unlockRegistry(); }
+
+// The child records into a spool of its own. Records buffered before the fork belong to
+// the parent, which writes them; the other threads' buffers have no thread here.
+void heapkit_ep_fork_child(void) {
+  Buffer* mine = threadBuffer;
+  for (Buffer* b = registry; b != nullptr;) {
+    Buffer* following = b->next;
+    if (b != mine) munmap(b, sizeof(Buffer));
+    b = following;
+  }
+  registry = nullptr;
+  freeBuffers = nullptr;
+  if (mine != nullptr && mine != kReleased) {
+    mine->count = 0;
+    mine->tid = static_cast<std::uint32_t>(syscall(SYS_gettid));
+    mine->next = nullptr;
+    registry = mine;
+  }
+  unlockRegistry();
+  int fd = spoolFd.exchange(-1);
+  if (fd >= 0) {
+    close(fd);
+    openSpool();
+  }
+}
+
+// ---- exec and _exit: flush first, since neither runs destructors ---------------------------
+
+#pragma GCC visibility push(default)
+
+int execve(const char* path, char* const argv[], char* const envp[]) {
+  flushAll();
+  return next<int (*)(const char*, char* const*, char* const*)>("execve")(path, argv, envp);
+}
+
+int execv(const char* path, char* const argv[]) {
+  flushAll();
+  return next<int (*)(const char*, char* const*)>("execv")(path, argv);
+}
+
+int execvp(const char* file, char* const argv[]) {
+  flushAll();
+  return next<int (*)(const char*, char* const*)>("execvp")(file, argv);
+}
+
+int execvpe(const char* file, char* const argv[], char* const envp[]) {
+  flushAll();
+  return next<int (*)(const char*, char* const*, char* const*)>("execvpe")(file, argv, envp);
+}
+
+int fexecve(int fd, char* const argv[], char* const envp[]) {
+  flushAll();
+  return next<int (*)(int, char* const*, char* const*)>("fexecve")(fd, argv, envp);
+}
+
+// The execl family takes its arguments inline; gather them and use the vector forms.
+#define HEAPKIT_GATHER_ARGS(first, extra)                 \
+  va_list args;                                           \
+  va_start(args, first);                                  \
+  int count = 1;                                          \
+  {                                                       \
+    va_list counting;                                     \
+    va_copy(counting, args);                              \
+    while (va_arg(counting, char*) != nullptr) ++count;   \
+    va_end(counting);                                     \
+  }                                                       \
+  char** argv = static_cast<char**>(__builtin_alloca((count + 1) * sizeof(char*))); \
+  argv[0] = const_cast<char*>(first);                     \
+  for (int i = 1; i <= count; ++i) argv[i] = va_arg(args, char*); \
+  extra;                                                  \
+  va_end(args)
+
+int execl(const char* path, const char* arg, ...) {
+  HEAPKIT_GATHER_ARGS(arg, (void)0);
+  return execv(path, argv);
+}
+
+int execlp(const char* file, const char* arg, ...) {
+  HEAPKIT_GATHER_ARGS(arg, (void)0);
+  return execvp(file, argv);
+}
+
+int execle(const char* path, const char* arg, ...) {
+  char** envp;
+  HEAPKIT_GATHER_ARGS(arg, envp = va_arg(args, char**));
+  return execve(path, argv, envp);
+}
+
+void _exit(int status) {
+  flushAll();
+  next<void (*)(int)>("_exit")(status);
+  __builtin_unreachable();
+}
+
+void _Exit(int status) {
+  flushAll();
+  next<void (*)(int)>("_Exit")(status);
+  __builtin_unreachable();
+}
+
+#pragma GCC visibility pop
+
+}  // extern "C"

@@ -1,0 +1,181 @@
+// heapkit-replay TRACE [--no-touch]: performs a trace's operations, in trace order on one
+// thread, against the process's malloc, and prints one line of JSON:
+//   operations, seconds, ns_per_op, baseline_rss_bytes, peak_rss_bytes, footprint_bytes,
+//   max_live_bytes (from the trace), end_rss_bytes
+// The trace is decoded into memory first, so decoding is not timed; footprint is the peak
+// resident set during the replay minus the resident set before it (the decoded operations
+// and the object table). Each allocated object gets one byte written per page, as a program
+// that uses its memory would, so that untouched allocations do not hide footprint
+// (--no-touch turns that off). The peak is VmHWM, reset through /proc/self/clear_refs
+// just before the replay (peak_reset says whether that worked). Exit status: 0, 1 for usage or I/O errors, 2 for a bad trace.
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "heapkit/trace/Reader.h"
+
+using namespace heapkit::trace;
+
+namespace {
+
+struct ReplayOp {
+  std::uint64_t idKind;  // object id << 8 | Op
+  std::uint64_t size;
+  std::uint64_t extra;   // realloc: the old object; aligned: the alignment
+};
+
+constexpr std::size_t kPage = 4096;
+
+std::uint64_t residentBytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  unsigned long pages = 0, resident = 0;
+  if (f != nullptr) {
+    if (std::fscanf(f, "%lu %lu", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return std::uint64_t{resident} * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// The peak resident set (VmHWM), which resetPeak() sets back to the current one so that
+// decoding the trace does not count.
+std::uint64_t peakResidentBytes() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  char line[256];
+  unsigned long long kib = 0;
+  bool found = false;
+  while (f != nullptr && std::fgets(line, sizeof line, f) != nullptr)
+    if (std::sscanf(line, "VmHWM: %llu kB", &kib) == 1) found = true;
+  if (f != nullptr) std::fclose(f);
+  if (found) return kib * 1024;
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
+}
+
+bool resetPeak() {
+  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  if (f == nullptr) return false;
+  bool ok = std::fputs("5", f) >= 0;
+  return std::fclose(f) == 0 && ok;
+}
+
+double seconds() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+inline void touch(void* object, std::uint64_t size) {
+  auto* bytes = static_cast<volatile unsigned char*>(object);
+  for (std::uint64_t at = 0; at < size; at += kPage) bytes[at] = 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool touchMemory = true;
+  const char* path = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--no-touch") == 0) touchMemory = false;
+    else if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0 || path != nullptr) {
+      std::fprintf(stderr, "usage: heapkit-replay TRACE [--no-touch]\n");
+      return std::strcmp(argv[i], "--help") == 0 ? 0 : 1;
+    } else path = argv[i];
+  }
+  if (path == nullptr) {
+    std::fprintf(stderr, "usage: heapkit-replay TRACE [--no-touch]\n");
+    return 1;
+  }
+
+  std::vector<ReplayOp> ops;
+  std::uint64_t objects = 0, maxLive = 0;
+  try {
+    MappedFile file(path);
+    // First pass: validate and count, so the operations fit in one exact allocation.
+    std::uint64_t count = 0;
+    {
+      TraceDecoder decoder(file.data(), file.size());
+      Event e;
+      std::vector<std::uint64_t> sizes;
+      std::uint64_t live = 0;
+      while (decoder.next(e)) {
+        ++count;
+        if (e.op == Op::Free || e.op == Op::Realloc) live -= sizes[e.op == Op::Free ? e.id : e.oldId];
+        if (e.op != Op::Free) {
+          sizes.push_back(e.size);
+          live += e.size;
+          if (live > maxLive) maxLive = live;
+        }
+      }
+      if (decoder.failed()) {
+        std::fprintf(stderr, "heapkit-replay: %s: %s\n", path, decoder.error().c_str());
+        return 2;
+      }
+      objects = decoder.objects();
+    }
+    ops.reserve(count);
+    TraceDecoder decoder(file.data(), file.size(), false);
+    Event e;
+    while (decoder.next(e)) {
+      std::uint64_t extra = e.op == Op::Realloc ? e.oldId : e.alignment;
+      ops.push_back({e.id << 8 | static_cast<std::uint64_t>(e.op), e.size, extra});
+    }
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "heapkit-replay: %s\n", error.what());
+    return 1;
+  }
+
+  std::vector<void*> slots(objects, nullptr);
+  bool peakReset = resetPeak();
+  std::uint64_t baseline = residentBytes();
+  std::uint64_t failures = 0;
+
+  double start = seconds();
+  for (const ReplayOp& op : ops) {
+    std::uint64_t id = op.idKind >> 8;
+    void* object;
+    switch (static_cast<Op>(op.idKind & 0xff)) {
+      case Op::Malloc: object = std::malloc(op.size); break;
+      case Op::Calloc: object = std::calloc(1, op.size); break;
+      case Op::Realloc:
+        object = std::realloc(slots[op.extra], op.size);
+        if (object != nullptr || op.size == 0) slots[op.extra] = nullptr;
+        break;
+      case Op::Aligned: {
+        object = nullptr;
+        if (posix_memalign(&object, op.extra < sizeof(void*) ? sizeof(void*) : op.extra, op.size) != 0) object = nullptr;
+        break;
+      }
+      default:  // Free
+        std::free(slots[id]);
+        slots[id] = nullptr;
+        continue;
+    }
+    if (object == nullptr) {
+      ++failures;
+      continue;
+    }
+    if (touchMemory) touch(object, op.size);
+    slots[id] = object;
+  }
+  double elapsed = seconds() - start;
+
+  std::uint64_t peak = peakResidentBytes();
+  std::uint64_t end = residentBytes();
+  std::printf(
+      "{\"operations\": %zu, \"seconds\": %.9f, \"ns_per_op\": %.3f, \"baseline_rss_bytes\": %llu, "
+      "\"peak_rss_bytes\": %llu, \"footprint_bytes\": %llu, \"end_rss_bytes\": %llu, \"max_live_bytes\": %llu, "
+      "\"failed_allocations\": %llu, \"touch\": %s, \"peak_reset\": %s}\n",
+      ops.size(), elapsed, ops.empty() ? 0.0 : elapsed * 1e9 / static_cast<double>(ops.size()),
+      static_cast<unsigned long long>(baseline), static_cast<unsigned long long>(peak),
+      static_cast<unsigned long long>(peak > baseline ? peak - baseline : 0), static_cast<unsigned long long>(end),
+      static_cast<unsigned long long>(maxLive), static_cast<unsigned long long>(failures), touchMemory ? "true" : "false",
+      peakReset ? "true" : "false");
+  return 0;
+}

@@ -1,0 +1,109 @@
+"""Fixtures: small C programs to record, compiled once per session."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+PROGRAMS = {
+    # Known operations with sizes that nothing else in a process allocates.
+    "known": r"""
+#include <stdlib.h>
+#include <string.h>
+int main(void) {
+  /* volatile: the compiler may drop a malloc whose result is only freed */
+  void* volatile a = malloc(12345);
+  void* volatile b = calloc(7, 1111);          /* 7777 bytes */
+  a = realloc(a, 23456);
+  void* c = NULL;
+  if (posix_memalign(&c, 4096, 3333) != 0) return 2;
+  void* volatile d = aligned_alloc(256, 2560);
+  memset(a, 1, 23456);
+  free(b); free(a); free(c); free(d);
+  for (int i = 0; i < 1000; i++) { void* volatile p = malloc(4321); free(p); }
+  return 0;
+}
+""",
+    "threads_fork_exec": r"""
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void* work(void* arg) {
+  (void)arg;
+  for (int i = 0; i < 500; i++) { void* volatile p = malloc(5555); free(p); }
+  return NULL;
+}
+int main(int argc, char** argv) {
+  if (argc > 1) {  /* the image the child execs */
+    void* volatile q = malloc(7070);
+    (void)q;
+    return 0;
+  }
+  pthread_t t[3];
+  for (int i = 0; i < 3; i++) pthread_create(&t[i], NULL, work, NULL);
+  for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+  pid_t child = fork();
+  if (child == 0) {
+    void* volatile p = malloc(6666);
+    free(p);
+    execl(argv[0], argv[0], "exec", (char*)NULL);
+    _exit(9);
+  }
+  waitpid(child, NULL, 0);
+  return 5;
+}
+""",
+    "crash": r"""
+#include <stdlib.h>
+#include <string.h>
+int main(void) {
+  for (int i = 0; i < 20000; i++) { void* volatile p = malloc(8888); (void)p; }
+  volatile int* nothing = NULL;
+  return *nothing;  /* SIGSEGV */
+}
+""",
+    "mtrace": r"""
+#include <mcheck.h>
+#include <stdlib.h>
+int main(void) {
+  mtrace();
+  void* volatile a = malloc(100);
+  void* volatile b = malloc(200);
+  a = realloc(a, 300);
+  free(b);
+  free(a);
+  muntrace();
+  return 0;
+}
+""",
+}
+
+
+@pytest.fixture(scope="session")
+def programs(tmp_path_factory) -> dict[str, Path]:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.fail("no C compiler to build the test programs")
+    out = tmp_path_factory.mktemp("programs")
+    built = {}
+    for name, source in PROGRAMS.items():
+        src = out / f"{name}.c"
+        src.write_text(source)
+        exe = out / name
+        subprocess.run([cc, "-O1", "-pthread", "-o", str(exe), str(src)], check=True)
+        built[name] = exe
+    return built
+
+
+@pytest.fixture
+def heapkit_cli() -> list[str]:
+    """The installed command, run as a separate process as a user would."""
+    import sys
+
+    exe = Path(sys.executable).parent / "heapkit"
+    assert exe.is_file(), exe
+    return [str(exe)]

@@ -1,0 +1,239 @@
+"""The heapkit package end to end: convert, stats, bad input, record, replay."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import heapkit
+
+TEXT = """0 new 0x55d0a0 24
+1 new 0x55d0c0 100
+2 delete 0x55d0a0
+3 new 0x55d0a0 8
+4 delete 0x55d0c0
+5 delete 0x55d0a0
+"""
+
+
+@pytest.fixture
+def small_trace(tmp_path) -> Path:
+    log = tmp_path / "small.txt"
+    log.write_text(TEXT)
+    out = tmp_path / "small.hkt"
+    summary = heapkit.import_log(log, out)
+    assert summary["events"] == 6
+    return out
+
+
+def run(cli, *args, **kw):
+    return subprocess.run([*cli, *map(str, args)], capture_output=True, text=True, **kw)
+
+
+# ---- format, convert, stats -----------------------------------------------------------------
+
+
+def test_text_log_converts_and_profiles(small_trace):
+    assert heapkit.detect_format(small_trace.with_suffix(".txt")) == "text"
+    header = heapkit.read_header(small_trace)
+    assert header.source == "text" and header.version == heapkit.FORMAT_VERSION
+    s = heapkit.stats(small_trace)
+    assert (s.objects, s.total_bytes, s.max_live_bytes, s.max_live_objects) == (3, 132, 124, 2)
+    assert s.average_size == 44.0
+    assert s.total_to_max_ratio == pytest.approx(132 / 124)
+    assert s.top_sizes[0] == (8, 1)
+    assert max(p[2] for p in s.live_over_time) == 124
+    cols = np.concatenate([c["op"] for c in heapkit.events(small_trace)])
+    assert list(cols) == [0, 0, 4, 0, 4, 4]
+
+
+def test_round_trip_through_text_and_mtrace(small_trace, tmp_path):
+    for fmt in ("text", "mtrace"):
+        log = tmp_path / f"out.{fmt}"
+        assert heapkit.export_log(small_trace, log, fmt) == 6
+        again = tmp_path / f"again-{fmt}.hkt"
+        heapkit.import_log(log, again, fmt)
+        a = heapkit.stats(small_trace)
+        b = heapkit.stats(again)
+        assert (a.objects, a.total_bytes, a.max_live_bytes) == (b.objects, b.total_bytes, b.max_live_bytes)
+
+
+def test_compressed_logs(tmp_path):
+    import gzip
+
+    import zstandard
+
+    (tmp_path / "log.gz").write_bytes(gzip.compress(TEXT.encode()))
+    (tmp_path / "log.zst").write_bytes(zstandard.ZstdCompressor().compress(TEXT.encode()))
+    for name in ("log.gz", "log.zst"):
+        out = tmp_path / (name + ".hkt")
+        assert heapkit.import_log(tmp_path / name, out)["events"] == 6
+
+
+def test_cli_stats_and_convert(small_trace, tmp_path, heapkit_cli):
+    done = run(heapkit_cli, "stats", small_trace)
+    assert done.returncode == 0, done.stderr
+    assert "max bytes in use" in done.stdout and "124" in done.stdout
+    done = run(heapkit_cli, "stats", "--json", small_trace)
+    import json
+
+    assert json.loads(done.stdout)["max_live_bytes"] == 124
+    out = tmp_path / "back.txt"
+    done = run(heapkit_cli, "convert", small_trace, "-o", out)
+    assert done.returncode == 0, done.stderr
+    assert out.read_text().splitlines()[0] == "0 new 0x10000 24"
+
+
+def test_mtrace_log_of_a_real_program(programs, tmp_path):
+    log = tmp_path / "mtrace.log"
+    env = {**os.environ, "MALLOC_TRACE": str(log)}
+    # Since glibc 2.34 mtrace() works only with the malloc debugging library preloaded.
+    debug = sorted(Path("/").glob("usr/lib/*/libc_malloc_debug.so*")) + sorted(Path("/").glob("lib/*/libc_malloc_debug.so*"))
+    if debug:
+        env["LD_PRELOAD"] = str(debug[0])
+    subprocess.run([programs["mtrace"]], env=env, check=True)
+    out = tmp_path / "mtrace.hkt"
+    summary = heapkit.import_log(log, out, lenient=True)
+    s = heapkit.stats(out)
+    assert s.reallocs == 1
+    sizes = dict(s.top_sizes)
+    assert sizes.get(100) == 1 and sizes.get(200) == 1 and sizes.get(300) == 1
+    assert summary["events"] >= 5
+
+
+@pytest.mark.skipif(shutil.which("heaptrack") is None, reason="heaptrack is not installed")
+def test_heaptrack_raw_file_of_a_real_program(programs, tmp_path):
+    subprocess.run(["heaptrack", "--raw", "-o", str(tmp_path / "ht"), programs["known"]], check=True,
+                   capture_output=True)
+    raw = next(tmp_path.glob("ht*.raw*"))
+    out = tmp_path / "ht.hkt"
+    heapkit.import_log(raw, out, lenient=True)
+    sizes = dict(heapkit.stats(out, top_sizes=50).top_sizes)
+    assert sizes.get(4321) == 1000
+    assert sizes.get(12345) == 1
+
+
+# ---- bad input ------------------------------------------------------------------------------
+
+
+def test_bad_traces_give_one_line_with_the_offset(small_trace, tmp_path, heapkit_cli):
+    data = small_trace.read_bytes()
+    cases = {
+        "truncated": data[:-3],
+        "version": data[:4] + b"\x07" + data[5:],
+        "garbage": b"not a trace at all",
+        "empty": b"",
+    }
+    # A free of an object that was never allocated: replace the end record.
+    cases["unknown-free"] = data[:-2] + bytes([4, 50, 6, 7])
+    for name, content in cases.items():
+        bad = tmp_path / f"{name}.hkt"
+        bad.write_bytes(content)
+        with pytest.raises(heapkit.TraceError, match="offset"):
+            heapkit.stats(bad)
+        for command in ("stats", "check", "replay"):
+            done = run(heapkit_cli, command, bad, timeout=60)
+            assert done.returncode == 1, (name, command, done.stdout, done.stderr)
+            lines = done.stderr.strip().splitlines()
+            assert len(lines) == 1 and "offset" in lines[0], (name, command, done.stderr)
+            assert "Traceback" not in done.stderr
+    err = run(heapkit_cli, "stats", tmp_path / "version.hkt").stderr
+    assert "unsupported trace format version 7.0" in err
+
+
+def test_bad_logs_name_the_line(tmp_path, heapkit_cli):
+    log = tmp_path / "bad.txt"
+    log.write_text("0 new 0x10 8\n1 delete 0x20\n")
+    done = run(heapkit_cli, "convert", log, "-o", tmp_path / "bad.hkt")
+    assert done.returncode == 1
+    assert "line 2" in done.stderr and "unknown address 0x20" in done.stderr
+    assert not (tmp_path / "bad.hkt").exists()
+    done = run(heapkit_cli, "convert", "--lenient", log, "-o", tmp_path / "ok.hkt")
+    assert done.returncode == 0, done.stderr
+
+
+# ---- record ---------------------------------------------------------------------------------
+
+
+def test_record_every_entry_point(programs, tmp_path):
+    result = heapkit.record([str(programs["known"])], tmp_path / "known.hkt")
+    assert result.returncode == 0
+    s = heapkit.stats(result.main.path, top_sizes=100)
+    sizes = dict(s.top_sizes)
+    assert sizes[4321] == 1000
+    assert sizes[12345] == 1 and sizes[7777] == 1 and sizes[23456] == 1 and sizes[3333] == 1 and sizes[2560] == 1
+    assert s.callocs >= 1 and s.reallocs >= 1 and s.aligned >= 2
+    chunks = list(heapkit.events(result.main.path))
+    ops = np.concatenate([c["op"] for c in chunks])
+    size = np.concatenate([c["size"] for c in chunks])
+    align = np.concatenate([c["alignment"] for c in chunks])
+    assert set(align[(ops == 3) & (size == 3333)]) == {4096}
+    assert set(align[(ops == 3) & (size == 2560)]) == {256}
+    # The program frees 1004 objects (the realloc ends the 1005th); libc frees none of its own.
+    assert s.frees == 1004
+
+
+def test_record_threads_fork_and_exec(programs, tmp_path, heapkit_cli):
+    out = tmp_path / "tfe.hkt"
+    done = run(heapkit_cli, "record", "-o", out, "--", programs["threads_fork_exec"])
+    assert done.returncode == 5, done.stderr  # the program's own status
+    main = heapkit.stats(out, top_sizes=100)
+    assert dict(main.top_sizes)[5555] == 1500
+    assert len([t for t in main.threads if t.allocations >= 500]) == 3
+    others = sorted(tmp_path.glob("tfe.*.hkt"), key=lambda p: "-" in p.name)
+    assert len(others) == 2, others  # the child before (tfe.PID.hkt) and after (tfe.PID-1.hkt) its exec
+    before, after = (heapkit.stats(p, top_sizes=100) for p in others)
+    assert dict(before.top_sizes).get(6666) == 1
+    assert 5555 not in dict(before.top_sizes)  # the parent's records stay the parent's
+    assert dict(after.top_sizes).get(7070) == 1
+
+
+def test_record_survives_a_crash(programs, tmp_path, heapkit_cli):
+    out = tmp_path / "crash.hkt"
+    done = run(heapkit_cli, "record", "-o", out, "--", programs["crash"])
+    assert done.returncode == 128 + 11, done.stderr
+    s = heapkit.stats(out, top_sizes=5)
+    assert dict(s.top_sizes)[8888] == 20000
+
+
+# ---- replay ---------------------------------------------------------------------------------
+
+
+def test_replay_on_glibc_and_heapkit_allocators(programs, tmp_path, heapkit_cli):
+    result = heapkit.record([str(programs["known"])], tmp_path / "known.hkt")
+    r = heapkit.replay(result.main.path, "glibc", runs=2)
+    assert r.operations == result.main.events and len(r.runs) == 2
+    assert r.median_seconds > 0 and r.max_live_bytes >= 23456
+    for name in ("kingsley", "lea"):
+        assert heapkit.resolve_allocator(name).name == f"libheapkit-{name}.so"
+        assert heapkit.replay(result.main.path, name, runs=1).operations == r.operations
+    done = run(heapkit_cli, "replay", result.main.path, "-a", "glibc", "-a", "lea", "-n", "1")
+    assert done.returncode == 0, done.stderr
+    assert "lea" in done.stdout and "glibc" in done.stdout
+
+
+def test_replay_uses_the_preloaded_library(tmp_path):
+    # A malloc that fails exactly the trace's three sizes proves the replayer runs on the
+    # preloaded library.
+    cc = shutil.which("cc")
+    src = tmp_path / "nomem.c"
+    src.write_text("#include <stddef.h>\nvoid* __libc_malloc(size_t);\n"
+                   "void* malloc(size_t n) { return n >= 12340 && n < 12350 ? NULL : __libc_malloc(n); }\n")
+    lib = tmp_path / "libnomem.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    log = tmp_path / "t.txt"
+    log.write_text("0 new 0x10 12341\n1 new 0x20 12342\n2 new 0x30 9000\n3 delete 0x30\n")
+    heapkit.import_log(log, tmp_path / "t.hkt")
+    r = heapkit.replay(tmp_path / "t.hkt", str(lib), runs=1)
+    assert r.runs[0].failed_allocations == 2
+    assert heapkit.replay(tmp_path / "t.hkt", "glibc", runs=1).runs[0].failed_allocations == 0
+
+
+def test_unknown_allocator_is_a_clear_error(small_trace, heapkit_cli):
+    done = run(heapkit_cli, "replay", small_trace, "-a", "nosuchmalloc")
+    assert done.returncode == 1 and "unknown allocator" in done.stderr
