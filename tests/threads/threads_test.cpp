@@ -8,12 +8,15 @@
 #include <thread>
 #include <vector>
 
+#include "heapkit/building/FreelistHeap.h"
 #include "heapkit/general/KingsleyHeap.h"
 #include "heapkit/general/LeaHeap.h"
 #include "heapkit/threads/LockedHeap.h"
 #include "heapkit/threads/PHOThreadHeap.h"
 #include "heapkit/threads/ScalableHeap.h"
 #include "heapkit/threads/ThreadHeap.h"
+#include "heapkit/objectrep/SizeHeap.h"
+#include "heapkit/top/MallocHeap.h"
 #include "support/AuditedTop.h"
 #include "support/ModelCheck.h"
 
@@ -22,7 +25,19 @@ namespace {
 
 using LockedKingsley = LockedHeap<SpinLock, KingsleyHeap<AuditedTop>>;
 using LockedLea = LockedHeap<MutexLock, LeaHeap<AuditedTop>>;
-using ThreadKingsley = ThreadHeap<4, LockedKingsley>;
+// ThreadHeap moves blocks between its heaps, so they must share one parent: free lists
+// over a thread-safe heap that outlives them (separate Kingsley heaps would free chunks
+// that a sibling's free list still threads through).
+struct SharedParent {
+  static constexpr std::size_t Alignment = kMinAlignment;
+  static LockedHeap<SpinLock, MallocHeap>& shared() {
+    static LockedHeap<SpinLock, MallocHeap> heap;
+    return heap;
+  }
+  void* malloc(std::size_t size) { return shared().malloc(size); }
+  void free(void* object) { shared().free(object); }
+};
+using ThreadKingsley = ThreadHeap<4, LockedHeap<SpinLock, FreelistHeap<SizeHeap<SharedParent>>>>;
 using PHOLea = PHOThreadHeap<4, LockedHeap<SpinLock, LeaHeap<AuditedTop>>>;
 using Scalable = ScalableHeap<AuditedTop>;
 

@@ -1,8 +1,10 @@
 // ThreadHeap: spreads threads over NumHeaps copies of a thread-safe heap (usually a
 // LockedHeap), so threads rarely contend for one lock. As in Heap Layers, an object goes
 // back to the heap of the thread that frees it, so PerThreadHeap must accept objects its
-// siblings allocated (free-list heaps do; coalescing heaps generally do not: use
-// PHOThreadHeap for those).
+// siblings allocated, up to and including teardown: free lists over one shared,
+// thread-safe parent that outlives them. Separate chunked or coalescing heaps do not
+// qualify (one heap's destructor would free chunks a sibling's free list still threads
+// through): use PHOThreadHeap for those.
 #pragma once
 
 #include <cstddef>
