@@ -4,8 +4,9 @@
 // preloads libheapkit-record.so with HEAPKIT_RECORD_DIR set and merges the spools into
 // traces afterwards; without HEAPKIT_RECORD_DIR the library forwards and records nothing.
 //
-// Cost per operation: one relaxed fetch_add for the global order, one rdtsc and a 40-byte
-// store into a per-thread buffer; a full buffer goes to the file with one writev(2).
+// Cost per operation: one relaxed fetch_add for the global order, one rdtsc, and about 8
+// bytes of delta-encoded varints in a per-thread buffer; a full buffer goes to the file
+// with one writev(2).
 //
 // What is written survives the process: buffers are flushed at thread exit, exit(),
 // _exit(), exec*() and on fatal signals; after a SIGKILL the spool holds every full chunk.
@@ -25,6 +26,7 @@
 #endif
 
 #include <atomic>
+#include <bit>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -72,13 +74,15 @@ std::uint64_t nowNs(clockid_t clock) {
 
 // ---- per-thread buffers ---------------------------------------------------------------------
 
-constexpr std::uint32_t kRecordsPerChunk = 4096;  // 160 KiB per thread
+constexpr std::size_t kChunkBytes = 128 * 1024;
 
 struct Buffer {
-  std::uint32_t count;
+  std::uint32_t count;  // records in bytes[0, used)
+  std::uint32_t used;
   std::uint32_t tid;
   Buffer* next;  // in the registry of live buffers
-  spool::Record records[kRecordsPerChunk];
+  spool::CodecState state;
+  unsigned char bytes[kChunkBytes];
 };
 
 // Marks a thread whose buffer was released at thread exit: its last few operations (in
@@ -105,11 +109,11 @@ void lockRegistry() {
 void unlockRegistry() { registryLock.clear(std::memory_order_release); }
 
 // Async-signal-safe: write(2) and clock_gettime only.
-void writeChunk(std::uint32_t tid, const spool::Record* records, std::uint32_t count) {
+void writeChunk(std::uint32_t tid, const unsigned char* bytes, std::uint32_t used, std::uint32_t count) {
   int fd = spoolFd.load(std::memory_order_relaxed);
   if (fd < 0 || count == 0) return;
-  spool::ChunkHeader header{spool::kChunkMagic, tid, count, 0, ticks(), nowNs(CLOCK_MONOTONIC)};
-  struct iovec parts[2] = {{&header, sizeof header}, {const_cast<spool::Record*>(records), count * sizeof(spool::Record)}};
+  spool::ChunkHeader header{spool::kChunkMagic, tid, count, used, ticks(), nowNs(CLOCK_MONOTONIC)};
+  struct iovec parts[2] = {{&header, sizeof header}, {const_cast<unsigned char*>(bytes), used}};
   // O_APPEND makes each writev land whole at the end of the file, whatever other threads
   // write at the same time.
   while (writev(fd, parts, 2) < 0 && errno == EINTR) {
@@ -117,9 +121,11 @@ void writeChunk(std::uint32_t tid, const spool::Record* records, std::uint32_t c
 }
 
 void flush(Buffer* buffer) {
-  std::uint32_t count = buffer->count;
+  std::uint32_t count = buffer->count, used = buffer->used;
   buffer->count = 0;
-  writeChunk(buffer->tid, buffer->records, count);
+  buffer->used = 0;
+  buffer->state = {};  // every chunk decodes on its own
+  writeChunk(buffer->tid, buffer->bytes, used, count);
 }
 
 void flushAll() {
@@ -137,6 +143,8 @@ Buffer* newBuffer() {
     buffer = static_cast<Buffer*>(memory);
   }
   buffer->count = 0;
+  buffer->used = 0;
+  buffer->state = {};
   buffer->tid = static_cast<std::uint32_t>(syscall(SYS_gettid));
   lockRegistry();
   buffer->next = registry;
@@ -162,12 +170,22 @@ void threadEnded(void* value) {
   threadBuffer = kReleased;
 }
 
+// Reading the clock is the largest cost of a record where rdtsc is trapped (about 30 ns on
+// some virtual machines), so a thread reads it for every timeEvery-th record and the
+// records between carry the last reading (HEAPKIT_RECORD_TIME_EVERY, a power of two,
+// default 16; 1 reads it every time). The order of records never depends on it: that is the sequence number.
+std::uint32_t timeMask = 15;  // timeEvery - 1, a power of two less one: no division here
+
 inline void log(spool::Kind kind, std::uint64_t seq, std::uint64_t address, std::uint64_t a, std::uint64_t b = 0) {
   Buffer* buffer = threadBuffer;
+  bool stamp = buffer == nullptr || buffer == kReleased || (buffer->count & timeMask) == 0;
+  spool::Record record{seq << 8 | static_cast<std::uint64_t>(kind), stamp ? ticks() : buffer->state.tsc, address, a, b};
   if (buffer == nullptr || buffer == kReleased) [[unlikely]] {
     if (buffer == kReleased) {
-      spool::Record record{seq << 8 | static_cast<std::uint64_t>(kind), ticks(), address, a, b};
-      writeChunk(static_cast<std::uint32_t>(syscall(SYS_gettid)), &record, 1);
+      unsigned char bytes[spool::kMaxRecordBytes];
+      spool::CodecState state;
+      auto used = static_cast<std::uint32_t>(spool::encode(bytes, record, state) - bytes);
+      writeChunk(static_cast<std::uint32_t>(syscall(SYS_gettid)), bytes, used, 1);
       return;
     }
     busy = true;
@@ -175,12 +193,13 @@ inline void log(spool::Kind kind, std::uint64_t seq, std::uint64_t address, std:
     busy = false;
     if (buffer == nullptr) return;
   }
-  spool::Record& record = buffer->records[buffer->count];
-  record = {seq << 8 | static_cast<std::uint64_t>(kind), ticks(), address, a, b};
-  // The count is stored after the record, so a flush from a signal handler sees only
+  unsigned char* end = spool::encode(buffer->bytes + buffer->used, record, buffer->state);
+  // The counts are stored after the record, so a flush from a signal handler sees only
   // whole records.
   std::atomic_signal_fence(std::memory_order_release);
-  if (++buffer->count == kRecordsPerChunk || unbuffered.load(std::memory_order_relaxed)) [[unlikely]]
+  buffer->used = static_cast<std::uint32_t>(end - buffer->bytes);
+  ++buffer->count;
+  if (buffer->used > kChunkBytes - spool::kMaxRecordBytes || unbuffered.load(std::memory_order_relaxed)) [[unlikely]]
     flush(buffer);
 }
 
@@ -274,6 +293,10 @@ void heapkit_ep_init(void) {
   nextMemalign = next<MemalignFn>("memalign");
   nextUsableSize = next<UsableFn>("malloc_usable_size");
   pthread_key_create(&threadKey, threadEnded);
+  if (const char* every = getenv("HEAPKIT_RECORD_TIME_EVERY")) {
+    long n = strtol(every, nullptr, 10);
+    if (n >= 1 && n <= 65536) timeMask = std::bit_ceil(static_cast<std::uint32_t>(n)) - 1;
+  }
   openSpool();
   if (spoolFd.load() >= 0) installSignalHandlers();
 }
@@ -331,6 +354,8 @@ void heapkit_ep_fork_child(void) {
   freeBuffers = nullptr;
   if (mine != nullptr && mine != kReleased) {
     mine->count = 0;
+    mine->used = 0;
+    mine->state = {};
     mine->tid = static_cast<std::uint32_t>(syscall(SYS_gettid));
     mine->next = nullptr;
     registry = mine;

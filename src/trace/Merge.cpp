@@ -13,25 +13,48 @@ namespace heapkit::trace {
 
 namespace {
 
-struct Run {  // a chunk's records
-  const spool::Record* records;
+struct Run {  // a chunk's encoded records
+  const unsigned char* begin;
+  const unsigned char* end;
   std::uint32_t count;
 };
 
+// One thread's records, decoded one at a time across its chunks.
 struct ThreadStream {
   std::uint32_t tid;
   std::vector<Run> runs;
   std::size_t run = 0;
-  std::uint32_t index = 0;
+  const unsigned char* p = nullptr;
+  std::uint32_t left = 0;  // records still to decode in this run
+  spool::CodecState state;
+  spool::Record record{};
+  std::uint64_t* truncated = nullptr;
   bool parked = false;  // a realloc's Release seen, its Realloc not yet
   std::uint64_t parkedId = 0, parkedAddress = 0;
-  const spool::Record* current() const { return &runs[run].records[index]; }
+
+  const spool::Record* current() const { return &record; }
+
+  // Decodes the next record; false at the end of the thread's records. A chunk that ends
+  // early (the process was killed while writing it) loses its remaining records.
   bool advance() {
-    if (++index < runs[run].count) return true;
-    index = 0;
-    while (++run < runs.size())
-      if (runs[run].count > 0) return true;
-    return false;
+    for (;;) {
+      if (left > 0) {
+        const unsigned char* q = spool::decode(p, runs[run].end, record, state);
+        if (q != nullptr) {
+          p = q;
+          --left;
+          return true;
+        }
+        *truncated += left;
+        left = 0;
+      }
+      if (p == nullptr) run = 0;
+      else ++run;
+      if (run >= runs.size()) return false;
+      p = runs[run].begin;
+      left = runs[run].count;
+      state = {};
+    }
   }
 };
 
@@ -57,8 +80,6 @@ MergeSummary mergeSpool(const std::string& spoolPath, std::FILE* out) {
   std::replace(command.begin(), command.end(), '\0', ' ');
   summary.command = command;
 
-  // Records are 8-byte aligned in the file (header 40 + command padded), so they are read
-  // in place from the mapping.
   std::size_t offset = sizeof header + ((header.commandBytes + 7) & ~std::size_t{7});
   std::vector<ThreadStream> threads;
   std::unordered_map<std::uint32_t, std::size_t> byTid;
@@ -72,20 +93,18 @@ MergeSummary mergeSpool(const std::string& spoolPath, std::FILE* out) {
     std::memcpy(&chunk, data + offset, sizeof chunk);
     if (chunk.magic != spool::kChunkMagic) throw corrupt(offset, "bad chunk header");
     offset += sizeof chunk;
-    std::uint64_t whole = (size - offset) / sizeof(spool::Record);
-    std::uint32_t count = chunk.count;
-    if (count > whole) {  // the process died while this chunk was being written
-      summary.truncatedRecords += count - whole;
-      count = static_cast<std::uint32_t>(whole);
-    }
+    std::size_t bytes = std::min<std::size_t>(chunk.bytes, size - offset);  // short if the process died writing it
     auto [it, added] = byTid.try_emplace(chunk.tid, threads.size());
-    if (added) threads.push_back(ThreadStream{chunk.tid, {}});
-    threads[it->second].runs.push_back({reinterpret_cast<const spool::Record*>(data + offset), count});
+    if (added) {
+      threads.emplace_back();
+      threads.back().tid = chunk.tid;
+    }
+    threads[it->second].runs.push_back({data + offset, data + offset + bytes, chunk.count});
     if (chunk.ns > lastNs) {
       lastNs = chunk.ns;
       lastTsc = chunk.tsc;
     }
-    offset += std::uint64_t{chunk.count} * sizeof(spool::Record);
+    offset += bytes;
   }
 
   double nsPerTick = lastTsc > header.tsc0 ? static_cast<double>(lastNs - header.ns0) / static_cast<double>(lastTsc - header.tsc0) : 1.0;
@@ -106,9 +125,8 @@ MergeSummary mergeSpool(const std::string& spoolPath, std::FILE* out) {
   std::priority_queue<std::size_t, std::vector<std::size_t>, decltype(later)> ready(later);
   for (std::size_t i = 0; i < threads.size(); ++i) {
     writer.setOsTid(static_cast<std::uint32_t>(i), threads[i].tid);
-    ThreadStream& t = threads[i];
-    while (t.run < t.runs.size() && t.runs[t.run].count == 0) ++t.run;
-    if (t.run < t.runs.size()) ready.push(i);
+    threads[i].truncated = &summary.truncatedRecords;
+    if (threads[i].advance()) ready.push(i);
   }
 
   AddressMap live;
@@ -163,7 +181,7 @@ MergeSummary mergeSpool(const std::string& spoolPath, std::FILE* out) {
           else ++summary.unknownFrees;
           break;
         default:
-          throw corrupt(static_cast<std::size_t>(reinterpret_cast<const unsigned char*>(&r) - data), "bad record kind");
+          break;  // decode() accepts only the kinds above
       }
       if (!t.advance()) break;
       if (!ready.empty() && t.current()->seqKind > threads[ready.top()].current()->seqKind) {

@@ -175,9 +175,14 @@ struct SpoolBuilder {
     bytes.resize((bytes.size() + 7) & ~std::size_t{7}, '\0');
   }
   void chunk(std::uint32_t tid, const std::vector<spool::Record>& records, std::uint64_t tsc) {
-    spool::ChunkHeader c{spool::kChunkMagic, tid, static_cast<std::uint32_t>(records.size()), 0, tsc, (tsc - 1000) * 2};
+    std::vector<unsigned char> encoded(records.size() * spool::kMaxRecordBytes);
+    spool::CodecState state;
+    unsigned char* p = encoded.data();
+    for (const auto& r : records) p = spool::encode(p, r, state);
+    auto used = static_cast<std::uint32_t>(p - encoded.data());
+    spool::ChunkHeader c{spool::kChunkMagic, tid, static_cast<std::uint32_t>(records.size()), used, tsc, (tsc - 1000) * 2};
     bytes.append(reinterpret_cast<char*>(&c), sizeof c);
-    bytes.append(reinterpret_cast<const char*>(records.data()), records.size() * sizeof(spool::Record));
+    bytes.append(reinterpret_cast<const char*>(encoded.data()), used);
   }
   static spool::Record rec(std::uint64_t seq, spool::Kind kind, std::uint64_t tsc, std::uint64_t address, std::uint64_t a,
                            std::uint64_t b = 0) {
@@ -236,7 +241,7 @@ TEST(Spool, KilledMidChunkKeepsWholeRecords) {
   using K = spool::Kind;
   SpoolBuilder b("p");
   b.chunk(1, {SpoolBuilder::rec(0, K::Malloc, 1001, 0xa0, 32), SpoolBuilder::rec(1, K::Malloc, 1002, 0xb0, 32)}, 1003);
-  std::string cut = b.bytes.substr(0, b.bytes.size() - 7);
+  std::string cut = b.bytes.substr(0, b.bytes.size() - 2);  // into the second record
   std::string trace;
   MergeSummary s = merge(cut, trace);
   EXPECT_EQ(s.truncatedRecords, 1u);

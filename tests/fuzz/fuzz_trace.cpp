@@ -1,0 +1,42 @@
+// libFuzzer target: whatever the bytes, decoding a trace, profiling it, and reading them
+// as a text, mtrace or heaptrack log must end in success or a clean error: no crash, no
+// hang, no out-of-bounds read (built with ASan and UBSan).
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+#include <string_view>
+
+#include "heapkit/trace/Convert.h"
+#include "heapkit/trace/Stats.h"
+
+using namespace heapkit::trace;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  {
+    TraceDecoder decoder(data, size);
+    Event e;
+    std::uint64_t n = 0;
+    while (decoder.next(e)) ++n;
+    if (!decoder.failed() && !decoder.finished()) __builtin_trap();  // must end one way or the other
+    if (decoder.failed() && decoder.errorOffset() > size) __builtin_trap();
+  }
+  {
+    StatsBuilder stats(data, size, 5, 8);
+    while (stats.step(1000)) {
+    }
+    if (!stats.failed()) (void)stats.result();
+  }
+  static std::FILE* sink = std::fopen("/dev/null", "w");
+  for (LogFormat format : {LogFormat::Text, LogFormat::Mtrace, LogFormat::Heaptrack}) {
+    for (bool lenient : {false, true}) {
+      try {
+        LogImporter importer(format, sink, lenient, Header{});
+        importer.feed(std::string_view(reinterpret_cast<const char*>(data), size));
+        importer.finish();
+      } catch (const std::runtime_error&) {
+      } catch (const std::invalid_argument&) {
+      }
+    }
+  }
+  return 0;
+}
