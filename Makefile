@@ -19,8 +19,10 @@ configure: deps
 demo: configure python
 	cmake --build $(BUILD) -j $(JOBS) --target heapkit-tour
 	$(BUILD)/examples/heapkit-tour
-	$(VENV)/bin/heapkit record -o $(BUILD)/tour.hkt -- $(BUILD)/examples/heapkit-tour > /dev/null
-	$(VENV)/bin/heapkit stats $(BUILD)/tour.hkt
+	cmake --build $(BUILD) -j $(JOBS) --target heapkit-workload
+	$(VENV)/bin/heapkit record -o $(BUILD)/espresso.hkt -- $(BUILD)/bench/heapkit-workload espresso 30
+	$(VENV)/bin/heapkit stats $(BUILD)/espresso.hkt
+	$(VENV)/bin/heapkit replay $(BUILD)/espresso.hkt -a glibc -a lea -a kingsley -a heapkit -n 3
 
 # Every test, in a release build and in an ASan+UBSan build. ASan's own malloc must return
 # NULL on impossible sizes, as glibc does, for the tests of failure paths.

@@ -74,7 +74,8 @@ def record(output: Path | None, keep_spool: Path | None, command: tuple[str, ...
             result = heapkit.record(command, output, keep_spool, on_merge)
         except (FileNotFoundError, heapkit.TraceError) as error:
             _fail(str(error))
-    for t in result.traces:
+    shown = result.traces if len(result.traces) <= 8 else [t for t in result.traces if t is result.main]
+    for t in shown:
         notes = []
         if t.unknown_frees:
             notes.append(f"{t.unknown_frees} frees of memory from before recording")
@@ -83,6 +84,10 @@ def record(output: Path | None, keep_spool: Path | None, command: tuple[str, ...
         note = f" ({'; '.join(notes)})" if notes else ""
         console.print(f"{t.path}: pid {t.pid}, {t.events:,} operations, {t.threads} threads, "
                       f"{_bytes(t.bytes)}{note}", highlight=False)
+    if len(shown) < len(result.traces):
+        others = [t for t in result.traces if t is not result.main]
+        console.print(f"and {len(others)} traces of other processes ({sum(t.events for t in others):,} operations), "
+                      f"e.g. {others[0].path}", highlight=False)
     if result.returncode < 0:
         console.print(f"[yellow]the command was ended by signal {-result.returncode}[/yellow]")
         sys.exit(128 - result.returncode)

@@ -69,7 +69,8 @@ def record(
 
     The main process's trace goes to ``output``; a child process (fork) or an earlier
     process image (before exec) ``P`` goes to ``<stem>.P<suffix>`` (``.P-N`` for image N).
-    Calls made before the recorder initialised (by the dynamic linker) are not in the
+    Images other than the main one that made no calls (a fork that went straight to
+    exec) leave no trace. Calls made before the recorder initialised (by the dynamic linker) are not in the
     trace; frees of them are counted as ``unknown_frees``. If the program crashes, what it
     had recorded up to the crash is still merged. ``keep_spool`` names a directory to
     keep the raw spools in. ``on_merge(done, total)`` reports merging progress.
@@ -107,6 +108,12 @@ def record(
             is_main = (pid, image) == main_key
             path = _name(output, pid, image, is_main)
             s = _core.merge_spool(str(spool), str(path))
+            if s["events"] == 0 and not is_main:
+                # A forked child that went straight to exec: its image did nothing to keep.
+                path.unlink()
+                if on_merge:
+                    on_merge(done + 1, len(spools))
+                continue
             trace = RecordedTrace(path, pid, image, s["command"], s["events"], s["objects"], s["threads"],
                                   s["unknown_frees"], s["truncated_records"], s["bytes_written"])
             traces.append(trace)

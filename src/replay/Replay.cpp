@@ -8,6 +8,7 @@
 // that uses its memory would, so that untouched allocations do not hide footprint
 // (--no-touch turns that off). The peak is VmHWM, reset through /proc/self/clear_refs
 // just before the replay (peak_reset says whether that worked). Exit status: 0, 1 for usage or I/O errors, 2 for a bad trace.
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +32,25 @@ struct ReplayOp {
 };
 
 constexpr std::size_t kPage = 4096;
+
+// The replayer's own arrays bypass malloc: memory they held and freed would otherwise stay
+// in the allocator under test, be reused by the replay, and hide part of its footprint.
+template <class T>
+struct MmapAllocator {
+  using value_type = T;
+  MmapAllocator() = default;
+  template <class U>
+  MmapAllocator(const MmapAllocator<U>&) {}
+  T* allocate(std::size_t n) {
+    void* p = mmap(nullptr, n * sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t n) { munmap(p, n * sizeof(T)); }
+  bool operator==(const MmapAllocator&) const { return true; }
+};
+template <class T>
+using MmapVector = std::vector<T, MmapAllocator<T>>;
 
 std::uint64_t residentBytes() {
   std::FILE* f = std::fopen("/proc/self/statm", "r");
@@ -93,7 +113,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  std::vector<ReplayOp> ops;
+  MmapVector<ReplayOp> ops;
   std::uint64_t objects = 0, maxLive = 0;
   try {
     MappedFile file(path);
@@ -102,7 +122,7 @@ int main(int argc, char** argv) {
     {
       TraceDecoder decoder(file.data(), file.size());
       Event e;
-      std::vector<std::uint64_t> sizes;
+      MmapVector<std::uint64_t> sizes;
       std::uint64_t live = 0;
       while (decoder.next(e)) {
         ++count;
@@ -131,7 +151,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  std::vector<void*> slots(objects, nullptr);
+  MmapVector<void*> slots(objects, nullptr);
   bool peakReset = resetPeak();
   std::uint64_t baseline = residentBytes();
   std::uint64_t failures = 0;
