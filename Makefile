@@ -13,7 +13,7 @@ deps:
 	scripts/install-deps.sh
 
 configure: deps
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEAPKIT_BUILD_TESTS=ON -DHEAPKIT_BUILD_BENCH=ON
 
 # A short tour: composes heaps and compares them with glibc on allocation-heavy work.
 demo: configure python

@@ -25,10 +25,12 @@ else()
   set(HEAPKIT_WRAPPER_DIR "${CMAKE_CURRENT_LIST_DIR}/../src/wrapper")  # source tree
 endif()
 get_filename_component(HEAPKIT_WRAPPER_DIR "${HEAPKIT_WRAPPER_DIR}" ABSOLUTE)
-
-find_package(Threads REQUIRED)
+# The functions below run in the caller's directory scope, which may be a parent project
+# that pulled heapkit in with add_subdirectory: keep the path where every scope sees it.
+set(HEAPKIT_WRAPPER_DIR "${HEAPKIT_WRAPPER_DIR}" CACHE INTERNAL "heapkit's wrapper sources")
 
 function(heapkit_add_entry_point_library name)
+  find_package(Threads REQUIRED)  # imported targets are per directory: find it where it is used
   # WRAPPER_INCLUDED (internal): a source already #includes wrapper.cpp.
   cmake_parse_arguments(arg "WRAPPER_INCLUDED" "OUTPUT_NAME" "SOURCES" ${ARGN})
   if(NOT arg_SOURCES)
