@@ -9,8 +9,11 @@
 //  - A block freed by its owner thread goes on the superblock's local free list; a block
 //    freed by another thread is pushed on the superblock's atomic remote list, and
 //    returns to the owner (Hoard's ownership), which collects it when it runs out.
-//  - A wholly free superblock goes back to a shared pool; beyond 4 MiB of free ones the
-//    pool returns their pages to the OS (madvise), so peak RSS tracks live data.
+//  - A wholly free superblock goes back to a shared pool. The pool keeps the 4 MiB of
+//    free superblocks freed last with their pages and returns the pages of older ones to
+//    the OS (madvise), so peak RSS tracks live data while a program that frees and
+//    rebuilds a structure (GCBench's trees) reuses warm pages instead of faulting in
+//    zeroed ones.
 //  - A thread's heap is handed on to the next new thread when the thread exits (a
 //    pthread key destructor), so many short-lived threads reuse a few heaps.
 //  - Requests over 32 KiB (or with large alignment) get a block of their own from Top.
@@ -94,7 +97,6 @@ class ScalableHeap {
     char* bump;
     std::uint32_t used;  // handed out and not yet back on freeList
     List list;
-    bool decommitted;
     // Written by other threads.
     alignas(64) std::atomic<FreeNode*> remoteFree;
     std::atomic<std::uint32_t> inFullList;
@@ -244,7 +246,7 @@ class ScalableHeap {
   // Superblocks in the shared pool (tests: thread exit and frees give them back).
   std::size_t pooledSuperblocks() const {
     LockGuard<SpinLock> guard(poolLock_);
-    return pooledCount_;
+    return warmCount_ + coldCount_;
   }
 
  private:
@@ -509,14 +511,23 @@ class ScalableHeap {
     return reinterpret_cast<void**>(aligned - 16);
   }
 
+  // Warm superblocks first (their pages are resident), then ones without pages.
   Superblock* newSuperblock(ThreadHeapState* heap, std::size_t sizeClass) {
     Superblock* sb;
     {
       LockGuard<SpinLock> guard(poolLock_);
-      if (pool_ == nullptr && !addArena()) return nullptr;
-      sb = pool_;
-      pool_ = sb->next;
-      --pooledCount_;
+      if (warmPool_ != nullptr) {
+        sb = warmPool_;
+        warmPool_ = sb->next;
+        if (warmPool_ != nullptr) warmPool_->prev = nullptr;
+        else warmPoolTail_ = nullptr;
+        --warmCount_;
+      } else {
+        if (coldPool_ == nullptr && !addArena()) return nullptr;
+        sb = coldPool_;
+        coldPool_ = sb->next;
+        --coldCount_;
+      }
     }
     auto objectBytes = static_cast<std::uint32_t>(scalable::classToSize(sizeClass));
     auto* base = reinterpret_cast<char*>(baseOf(sb));
@@ -533,7 +544,6 @@ class ScalableHeap {
     sb->kind = Kind::Small;
     sb->interior = false;
     sb->list = List::None;
-    sb->decommitted = false;
     sb->remoteFree.store(nullptr, std::memory_order_relaxed);
     sb->inFullList.store(0, std::memory_order_relaxed);
     sb->nextReactivated = nullptr;
@@ -548,13 +558,13 @@ class ScalableHeap {
     *arenaLink(raw) = arenas_;
     arenas_ = raw;
     char* first = reinterpret_cast<char*>(arenaLink(raw)) + 16;
+    // Fresh pages are not resident yet: the cold pool, lowest address on top.
     for (std::size_t i = scalable::kSuperblocksPerArena; i-- > 0;) {
       auto* sb = new (headerAt(reinterpret_cast<std::uintptr_t>(first + i * scalable::kSuperblockBytes))) Superblock();
       sb->kind = Kind::Small;
-      sb->decommitted = false;
-      sb->next = pool_;
-      pool_ = sb;
-      ++pooledCount_;
+      sb->next = coldPool_;
+      coldPool_ = sb;
+      ++coldCount_;
     }
     return true;
   }
@@ -563,15 +573,24 @@ class ScalableHeap {
     sb->owner = nullptr;
     sb->list = List::None;
     LockGuard<SpinLock> guard(poolLock_);
-    if (pooledCount_ >= scalable::kCommittedPoolSuperblocks && !sb->decommitted) {
-      // Keep the header page (it links the pool); give the rest of the pages back.
-      madvise(reinterpret_cast<char*>(baseOf(sb)) + scalable::kPageBytes, scalable::kSuperblockBytes - scalable::kPageBytes,
-              MADV_DONTNEED);
-      sb->decommitted = true;
-    }
-    sb->next = pool_;
-    pool_ = sb;
-    ++pooledCount_;
+    sb->prev = nullptr;
+    sb->next = warmPool_;
+    if (warmPool_ != nullptr) warmPool_->prev = sb;
+    else warmPoolTail_ = sb;
+    warmPool_ = sb;
+    if (++warmCount_ <= scalable::kCommittedPoolSuperblocks) return;
+    // The superblock freed longest ago loses its pages: the ones freed last are the
+    // likeliest to be needed again, and giving those back would only fault them in anew.
+    Superblock* oldest = warmPoolTail_;
+    warmPoolTail_ = oldest->prev;
+    warmPoolTail_->next = nullptr;
+    --warmCount_;
+    // Keep the header page (it links the pool); give the rest of the pages back.
+    madvise(reinterpret_cast<char*>(baseOf(oldest)) + scalable::kPageBytes,
+            scalable::kSuperblockBytes - scalable::kPageBytes, MADV_DONTNEED);
+    oldest->next = coldPool_;
+    coldPool_ = oldest;
+    ++coldCount_;
   }
 
   // ---- large objects -----------------------------------------------------------------
@@ -620,8 +639,11 @@ class ScalableHeap {
 
   mutable SpinLock poolLock_;  // guards top_, the pool, arenas and large blocks
   Top top_;
-  Superblock* pool_ = nullptr;
-  std::size_t pooledCount_ = 0;
+  Superblock* warmPool_ = nullptr;  // freed superblocks with their pages, last freed first
+  Superblock* warmPoolTail_ = nullptr;
+  std::size_t warmCount_ = 0;
+  Superblock* coldPool_ = nullptr;  // superblocks whose pages the OS has (or never had)
+  std::size_t coldCount_ = 0;
   void* arenas_ = nullptr;
   Superblock* largeBlocks_ = nullptr;
 
