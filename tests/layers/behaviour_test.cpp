@@ -231,6 +231,37 @@ TEST(StrictSegHeap, RoundsToTheSizeClassAndRecyclesWithinIt) {
   EXPECT_EQ(heap.getSize(b), 256u);
 }
 
+// A bin is only its free-list head: the hot path indexes bins as an array of heads.
+TEST(StrictSegHeap, BinsAreOneWordEach) {
+  using Bins = KingsleyHeap<MallocHeap>::Bin;
+  EXPECT_EQ(sizeof(Bins), sizeof(void*));
+}
+
+template <class Parent>
+using OneObjectBin = BoundedFreelistHeap<1, Parent>;
+
+// A bin with no pointer of its own still reaches the big heap: a full bounded bin hands
+// the object back, and a bin being destroyed hands back what it cached.
+TEST(StrictSegHeap, BinsHandObjectsBackToTheBigHeap) {
+  using Heap = StrictSegHeap<kingsley::kNumBins, kingsley::sizeToClass, kingsley::classToSize, OneObjectBin, SizeHeap<AuditedTop>>;
+  std::size_t leftoverBefore = TeardownAudit::leftoverBytes;
+  {
+    Heap heap;
+    void* kept = heap.malloc(100);
+    void* first = heap.malloc(100);
+    void* second = heap.malloc(100);
+    std::size_t held = heap.bytesHeld();
+    heap.free(first);
+    EXPECT_EQ(heap.bytesHeld(), held) << "cached in its bin";
+    heap.free(second);
+    EXPECT_LT(heap.bytesHeld(), held) << "the bin was full: back to the big heap";
+    EXPECT_EQ(heap.malloc(128), first) << "the cached one is reused";
+    heap.free(first);
+    heap.free(kept);  // the bin is full again: kept goes back, first stays cached
+  }
+  EXPECT_EQ(TeardownAudit::leftoverBytes, leftoverBefore) << "the destroyed bin handed its cached object back";
+}
+
 TEST(SegHeap, SearchesLargerClassesBeforeAskingTheBigHeap) {
   CoalescingKingsleyHeap<MallocHeap> heap;
   void* big = heap.malloc(4000);

@@ -53,6 +53,9 @@ struct SilentTraceCase : Case<H> {
 
 template <class Parent>
 using SLListBin = AdaptHeap<SLList, Parent>;
+// Bounded bins hand objects back to the big heap when full, through their parent slot.
+template <class Parent>
+using BoundedBin = BoundedFreelistHeap<4, Parent>;
 using Top = AuditedTop;
 
 using Cases = ::testing::Types<
@@ -67,6 +70,7 @@ using Cases = ::testing::Types<
     // combining
     Case<SegHeap<kingsley::kNumBins, kingsley::sizeToClassUnbounded, kingsley::classToMaxSizeUnbounded, SLListBin, SizeHeap<Top>>>,
     Case<StrictSegHeap<kingsley::kNumBins, kingsley::sizeToClass, kingsley::classToSize, FreelistHeap, SizeHeap<Top>>>,
+    Case<StrictSegHeap<kingsley::kNumBins, kingsley::sizeToClass, kingsley::classToSize, BoundedBin, SizeHeap<Top>>>,
     Case<HybridHeap<512, SizeHeap<Top>, SizeHeap<MallocHeap>>>, Case<SelectMmapHeap<4096, SizeHeap<Top>>>,
     Case<ThresholdHeap<1 << 20, SizeHeap<Top>>>, Case<QuickListHeap<128, SizeHeap<Top>>>,
     // utility

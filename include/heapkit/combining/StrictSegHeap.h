@@ -1,31 +1,56 @@
 // StrictSegHeap: strict segregated fits. Every request is rounded up to its size class
-// and served by that class's little heap, which refills from the big heap; a freed
-// object goes back to the class it can fully serve. Nothing is split or merged.
+// and served by that class's little heap, or, when the little heap has nothing cached,
+// by the big heap; a freed object goes back to the class it can fully serve. Nothing is
+// split or merged.
+//
+// Each bin is a LittleHeap over a BinParent with no state, so a bin is only what the
+// little heap keeps (one word, the head, for a free list) and the hot path reaches bin c
+// with one scaled address, as a hand-written array of list heads does. A bin's miss
+// stays a miss (StrictSegHeap refills from the big heap itself, with no pointer to
+// load); for sizes and for objects a bin hands back (a bounded bin that is full, a bin
+// being destroyed), the bin finds the big heap through a parent pointer kept in a
+// parallel array at a fixed distance before it, off the hot path.
 #pragma once
 
 #include <cstddef>
 
 #include "heapkit/core/HeapContract.h"
-#include "heapkit/utility/ParentRef.h"
 
 namespace heapkit {
 
 template <std::size_t NumBins, std::size_t (*SizeToClass)(std::size_t), std::size_t (*ClassToSize)(std::size_t),
           template <class> class LittleHeap, SizedHeap BigHeap>
 class StrictSegHeap : public BigHeap {
+  struct BinSlots;
+
  public:
-  using Bin = LittleHeap<ParentRef<BigHeap>>;
+  // The parent of every bin: a miss stays a miss; sizes and returned objects go to the
+  // big heap, found through the bin's parent slot.
+  class BinParent {
+   public:
+    static constexpr std::size_t Alignment = BigHeap::Alignment;
+
+    void* malloc(std::size_t) { return nullptr; }
+    void free(void* object) { bigHeap().free(object); }
+    std::size_t getSize(void* object) const { return bigHeap().getSize(object); }
+
+   private:
+    BigHeap& bigHeap() const { return *BinSlots::parentOf(static_cast<const Bin*>(this)); }
+  };
+  using Bin = LittleHeap<BinParent>;
   static_assert(Heap<Bin>, "a StrictSegHeap bin must be a heap over its parent");
 
   template <class... Args>
   explicit StrictSegHeap(Args&&... args) : BigHeap(static_cast<Args&&>(args)...) {
-    for (Bin& bin : bins_) bin.attachParent(this);
+    for (ParentSlot& slot : slots_.parents) slot.parent = this;
   }
 
   void* malloc(std::size_t size) {
     std::size_t sizeClass = SizeToClass(size);
     if (sizeClass >= NumBins) return BigHeap::malloc(size);
-    return bins_[sizeClass].malloc(ClassToSize(sizeClass));
+    std::size_t classSize = ClassToSize(sizeClass);
+    if (void* object = slots_.bins[sizeClass].malloc(classSize)) return object;
+    return BigHeap::malloc(classSize);
   }
 
   void free(void* object) {
@@ -41,11 +66,31 @@ class StrictSegHeap : public BigHeap {
       --sizeClass;
     }
     if (sizeClass >= NumBins) BigHeap::free(object);
-    else bins_[sizeClass].free(object);
+    else slots_.bins[sizeClass].free(object);
   }
 
  private:
-  Bin bins_[NumBins];
+  // A parent pointer padded to a bin's size, so that parents[c] lies the same distance
+  // (the size of the bins array) after bins[c] for every c.
+  union alignas(alignof(Bin) > alignof(BigHeap*) ? alignof(Bin) : alignof(BigHeap*)) ParentSlot {
+    BigHeap* parent;
+    unsigned char binStride[sizeof(Bin)];
+  };
+  static_assert(sizeof(ParentSlot) == sizeof(Bin), "a bin must be at least a pointer, in whole pointers");
+
+  // bins[c]'s parent is parents[c].parent. The parents come first, so they outlive the
+  // bins, whose destructors hand cached objects back through them.
+  struct BinSlots {
+    ParentSlot parents[NumBins];
+    Bin bins[NumBins];
+
+    static BigHeap* parentOf(const Bin* bin) {
+      auto* slot = reinterpret_cast<const ParentSlot*>(reinterpret_cast<const unsigned char*>(bin) - sizeof(Bin) * NumBins);
+      return slot->parent;
+    }
+  };
+
+  BinSlots slots_;
 };
 
 }  // namespace heapkit
