@@ -29,6 +29,7 @@
 #include <pthread.h>
 #include <sys/mman.h>
 
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cstddef>
@@ -50,10 +51,21 @@ inline constexpr std::size_t kNumClasses = 40;
 inline constexpr std::size_t kCommittedPoolSuperblocks = 16;
 inline constexpr std::size_t kPageBytes = 4096;
 
-constexpr std::size_t sizeToClass(std::size_t size) {
+constexpr std::size_t computeSizeClass(std::size_t size) {
   if (size <= 128) return size == 0 ? 0 : (size - 1) / 16;
   std::size_t log2 = static_cast<std::size_t>(std::bit_width(size - 1)) - 1;  // size in (2^log2, 2^(log2+1)]
   return 8 + (log2 - 7) * 4 + (((size - 1) >> (log2 - 2)) & 3);
+}
+// Most requests are small: their class is one table load instead of a bit scan.
+inline constexpr std::size_t kTableMaxBytes = 1024;
+inline constexpr auto kClassTable = [] {
+  std::array<std::uint8_t, kTableMaxBytes / 16 + 1> table{};
+  for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<std::uint8_t>(computeSizeClass(i * 16));
+  return table;
+}();
+constexpr std::size_t sizeToClass(std::size_t size) {
+  if (size <= kTableMaxBytes) return kClassTable[(size + 15) / 16];
+  return computeSizeClass(size);
 }
 constexpr std::size_t classToSize(std::size_t sizeClass) {
   if (sizeClass < 8) return (sizeClass + 1) * 16;
@@ -72,8 +84,11 @@ class ScalableHeap {
   };
   struct ThreadHeapState;
 
-  enum class Kind : std::uint32_t { Small, Large };
-  enum class List : std::uint32_t { None, Partial, Full };
+  // Bits of Superblock::freeFlags. A free in a superblock with none of them set is the
+  // fast path: an owner comparison and this one word decide it.
+  static constexpr std::uint32_t kLargeBlock = 1;        // the header of a large block
+  static constexpr std::uint32_t kInteriorPointers = 2;  // memalign handed out pointers inside objects
+  static constexpr std::uint32_t kInFullList = 4;        // a free must follow the full-superblock protocol
 
   // At the start of every superblock, and of every large block's first 256 KiB. Three
   // cache lines, so that frees by other threads (which read the first and write the
@@ -85,8 +100,6 @@ class ScalableHeap {
     std::uint64_t reciprocal;  // ceil(2^32 / objectBytes): object index without a division
     std::uint32_t objectBytes;
     std::uint32_t sizeClass;
-    Kind kind;
-    bool interior;  // memalign handed out a pointer inside an object of this superblock
     char* lastStart;  // last address where a whole object still fits
     void* topBlock;   // large blocks: what Top gave
     std::size_t usableBytes;
@@ -96,7 +109,7 @@ class ScalableHeap {
     FreeNode* freeList;
     char* bump;
     std::uint32_t used;  // handed out and not yet back on freeList
-    List list;
+    std::uint32_t freeFlags;
     // Written by other threads.
     alignas(64) std::atomic<FreeNode*> remoteFree;
     std::atomic<std::uint32_t> inFullList;
@@ -161,11 +174,24 @@ class ScalableHeap {
     }
   }
 
+  // The fast path: this thread's current superblock of the class has a free object. No
+  // lock, no atomic, no call; everything else is out of line.
   void* malloc(std::size_t size) {
-    if (size <= scalable::kMaxSmallBytes) {
-      ThreadHeapState* heap = myHeap(true);
-      if (heap == nullptr) return nullptr;
-      return allocSmall(heap, scalable::sizeToClass(size));
+    if (size <= scalable::kMaxSmallBytes) [[likely]] {
+      ThreadHeapState* heap = cachedHeap();
+      if (heap != nullptr) [[likely]] {
+        std::size_t sizeClass = scalable::sizeToClass(size);
+        Superblock* sb = heap->classes[sizeClass].partial;
+        if (sb != nullptr) [[likely]] {
+          if (FreeNode* node = sb->freeList) [[likely]] {
+            sb->freeList = node->next;
+            ++sb->used;
+            return node;
+          }
+        }
+        return allocSmallSlow(heap, sizeClass);
+      }
+      return allocSmallWithoutCachedHeap(size);
     }
     return allocLarge(size, kMinAlignment);
   }
@@ -180,30 +206,33 @@ class ScalableHeap {
       if (object == nullptr) return nullptr;
       auto aligned = alignUp(reinterpret_cast<std::uintptr_t>(object), alignment);
       // Only such superblocks pay for finding the object's start on free.
-      if (aligned != reinterpret_cast<std::uintptr_t>(object)) superblockOf(object)->interior = true;
+      if (aligned != reinterpret_cast<std::uintptr_t>(object)) superblockOf(object)->freeFlags |= kInteriorPointers;
       return reinterpret_cast<void*>(aligned);
     }
     return allocLarge(size, alignment);
   }
 
+  // The fast path: this thread owns the superblock and none of its flags asks for more.
+  // A large block has a flag, and no owner, so a thread without a heap never matches.
   void free(void* pointer) {
     if (pointer == nullptr) return;
     Superblock* sb = superblockOf(pointer);
-    if (sb->kind == Kind::Large) {
-      freeLarge(sb);
+    ThreadHeapState* heap = cachedHeap();
+    if (sb->owner == heap && sb->freeFlags == 0) [[likely]] {
+      auto* node = static_cast<FreeNode*>(pointer);
+      node->next = sb->freeList;
+      sb->freeList = node;
+      if (--sb->used == 0) [[unlikely]] onLocalSuperblockEmpty(heap, sb);
       return;
     }
-    auto* node = static_cast<FreeNode*>(sb->interior ? objectStart(sb, pointer) : pointer);
-    ThreadHeapState* heap = myHeap(false);
-    if (sb->owner == heap && heap != nullptr) freeLocal(heap, sb, node);
-    else freeRemote(sb, node);
+    freeSlow(sb, pointer);
   }
 
   std::size_t getSize(void* pointer) const {
     Superblock* sb = superblockOf(pointer);
     auto* p = static_cast<char*>(pointer);
-    if (sb->kind == Kind::Large) return sb->usableBytes - static_cast<std::size_t>(p - sb->firstObject);
-    if (!sb->interior) return sb->objectBytes;
+    if (sb->freeFlags & kLargeBlock) return sb->usableBytes - static_cast<std::size_t>(p - sb->firstObject);
+    if (!(sb->freeFlags & kInteriorPointers)) return sb->objectBytes;
     auto* start = static_cast<char*>(objectStart(sb, pointer));
     return sb->objectBytes - static_cast<std::size_t>(p - start);
   }
@@ -260,6 +289,9 @@ class ScalableHeap {
     static constinit std::atomic<std::uint64_t> next{1};
     return next;
   }
+
+  // This thread's heap of this instance when the thread used this instance last.
+  ThreadHeapState* cachedHeap() const { return threadCache.instanceId == id_ ? threadCache.heap : nullptr; }
 
   ThreadHeapState* myHeap(bool create) {
     if (threadCache.instanceId == id_) return threadCache.heap;
@@ -347,23 +379,21 @@ class ScalableHeap {
     return sb->firstObject + index * sb->objectBytes;
   }
 
-  void* allocSmall(ThreadHeapState* heap, std::size_t sizeClass) {
-    Superblock* sb = heap->classes[sizeClass].partial;
-    if (sb != nullptr) [[likely]] {
-      if (FreeNode* node = sb->freeList) {
-        sb->freeList = node->next;
-        ++sb->used;
-        return node;
-      }
+  // First call of this thread, or the thread last used another instance.
+  [[gnu::noinline]] void* allocSmallWithoutCachedHeap(std::size_t size) {
+    ThreadHeapState* heap = myHeap(true);
+    if (heap == nullptr) return nullptr;
+    return allocSmallSlow(heap, scalable::sizeToClass(size));
+  }
+
+  // The current superblock has no free object on its list.
+  [[gnu::noinline]] void* allocSmallSlow(ThreadHeapState* heap, std::size_t sizeClass) {
+    ClassState& cls = heap->classes[sizeClass];
+    if (Superblock* sb = cls.partial) {
       // Blocks other threads freed come before fresh memory, so RSS tracks live data.
       collectRemote(sb);
       if (void* object = takeFrom(sb)) return object;
     }
-    return allocSlow(heap, sizeClass);
-  }
-
-  void* allocSlow(ThreadHeapState* heap, std::size_t sizeClass) {
-    ClassState& cls = heap->classes[sizeClass];
     processReactivated(heap);
     while (Superblock* sb = cls.partial) {
       collectRemote(sb);
@@ -380,18 +410,27 @@ class ScalableHeap {
   }
 
   static void* takeFrom(Superblock* sb) {
-    if (FreeNode* node = sb->freeList) {
-      sb->freeList = node->next;
-      ++sb->used;
-      return node;
-    }
-    if (sb->bump <= sb->lastStart) {
-      char* object = sb->bump;
-      sb->bump += sb->objectBytes;
-      ++sb->used;
-      return object;
-    }
-    return nullptr;
+    if (sb->freeList == nullptr && !carveFreshObjects(sb)) return nullptr;
+    FreeNode* node = sb->freeList;
+    sb->freeList = node->next;
+    ++sb->used;
+    return node;
+  }
+
+  // Threads a page's worth of never-used objects (at least one) onto the empty free list,
+  // so that the inline fast path serves the next ones. Only a page: RSS grows with use.
+  static bool carveFreshObjects(Superblock* sb) {
+    if (sb->bump > sb->lastStart) return false;
+    std::size_t available = static_cast<std::size_t>(sb->lastStart - sb->bump) / sb->objectBytes + 1;
+    std::size_t perPage = scalable::kPageBytes / sb->objectBytes;
+    std::size_t count = available < perPage ? available : (perPage == 0 ? 1 : perPage);
+    char* object = sb->bump;
+    for (std::size_t i = 1; i < count; ++i, object += sb->objectBytes)
+      reinterpret_cast<FreeNode*>(object)->next = reinterpret_cast<FreeNode*>(object + sb->objectBytes);
+    reinterpret_cast<FreeNode*>(object)->next = nullptr;
+    sb->freeList = reinterpret_cast<FreeNode*>(sb->bump);
+    sb->bump = object + sb->objectBytes;
+    return true;
   }
 
   static void collectRemote(Superblock* sb) {
@@ -415,7 +454,7 @@ class ScalableHeap {
       // A remote freer claimed it: it will be on `reactivated` shortly; park it in full.
     }
     unlinkPartial(cls, sb);
-    sb->list = List::Full;
+    sb->freeFlags |= kInFullList;
     sb->prev = nullptr;
     sb->next = cls.full;
     if (cls.full) cls.full->prev = sb;
@@ -444,11 +483,10 @@ class ScalableHeap {
     else cls.partial = sb->next;
     if (sb->next) sb->next->prev = sb->prev;
     else cls.partialTail = sb->prev;
-    sb->list = List::None;
   }
 
   static void pushPartialFront(ClassState& cls, Superblock* sb) {
-    sb->list = List::Partial;
+    sb->freeFlags &= ~kInFullList;
     sb->prev = nullptr;
     sb->next = cls.partial;
     if (cls.partial) cls.partial->prev = sb;
@@ -458,7 +496,7 @@ class ScalableHeap {
 
   // Behind the current superblock, so the current one stays in use.
   static void pushPartialBack(ClassState& cls, Superblock* sb) {
-    sb->list = List::Partial;
+    sb->freeFlags &= ~kInFullList;
     sb->next = nullptr;
     sb->prev = cls.partialTail;
     if (cls.partialTail) cls.partialTail->next = sb;
@@ -471,12 +509,32 @@ class ScalableHeap {
     pushPartialBack(cls, sb);
   }
 
+  [[gnu::noinline]] void freeSlow(Superblock* sb, void* pointer) {
+    if (sb->freeFlags & kLargeBlock) {
+      freeLarge(sb);
+      return;
+    }
+    auto* node = static_cast<FreeNode*>(sb->freeFlags & kInteriorPointers ? objectStart(sb, pointer) : pointer);
+    ThreadHeapState* heap = myHeap(false);
+    if (sb->owner == heap && heap != nullptr) freeLocal(heap, sb, node);
+    else freeRemote(sb, node);
+  }
+
+  // A superblock that is not the current one goes back to the pool when it empties.
+  [[gnu::noinline]] void onLocalSuperblockEmpty(ThreadHeapState* heap, Superblock* sb) {
+    ClassState& cls = heap->classes[sb->sizeClass];
+    if (sb != cls.partial) {
+      unlinkPartial(cls, sb);
+      retire(sb);
+    }
+  }
+
   void freeLocal(ThreadHeapState* heap, Superblock* sb, FreeNode* node) {
     node->next = sb->freeList;
     sb->freeList = node;
     --sb->used;
     ClassState& cls = heap->classes[sb->sizeClass];
-    if (sb->list == List::Full) {
+    if (sb->freeFlags & kInFullList) {
       // Unless a remote freer has claimed it (then `reactivated` brings it back).
       std::uint32_t expected = 1;
       if (!sb->inFullList.compare_exchange_strong(expected, 0, std::memory_order_seq_cst)) return;
@@ -541,9 +599,7 @@ class ScalableHeap {
     sb->reciprocal = ((std::uint64_t{1} << 32) + objectBytes - 1) / objectBytes;
     sb->sizeClass = static_cast<std::uint32_t>(sizeClass);
     sb->used = 0;
-    sb->kind = Kind::Small;
-    sb->interior = false;
-    sb->list = List::None;
+    sb->freeFlags = 0;
     sb->remoteFree.store(nullptr, std::memory_order_relaxed);
     sb->inFullList.store(0, std::memory_order_relaxed);
     sb->nextReactivated = nullptr;
@@ -561,7 +617,6 @@ class ScalableHeap {
     // Fresh pages are not resident yet: the cold pool, lowest address on top.
     for (std::size_t i = scalable::kSuperblocksPerArena; i-- > 0;) {
       auto* sb = new (headerAt(reinterpret_cast<std::uintptr_t>(first + i * scalable::kSuperblockBytes))) Superblock();
-      sb->kind = Kind::Small;
       sb->next = coldPool_;
       coldPool_ = sb;
       ++coldCount_;
@@ -571,7 +626,6 @@ class ScalableHeap {
 
   void retire(Superblock* sb) {
     sb->owner = nullptr;
-    sb->list = List::None;
     LockGuard<SpinLock> guard(poolLock_);
     sb->prev = nullptr;
     sb->next = warmPool_;
@@ -595,7 +649,7 @@ class ScalableHeap {
 
   // ---- large objects -----------------------------------------------------------------
 
-  void* allocLarge(std::size_t size, std::size_t alignment) {
+  [[gnu::noinline]] void* allocLarge(std::size_t size, std::size_t alignment) {
     constexpr std::size_t kSb = scalable::kSuperblockBytes;
     constexpr std::size_t kSlack = kSb + kHeaderAreaBytes + 16;
     if (size > kMaxRequestBytes - kSlack - alignment - kSb) return nullptr;
@@ -614,7 +668,7 @@ class ScalableHeap {
       object = alignUp(reinterpret_cast<std::uintptr_t>(headerAt(base) + 1), alignment);
     }
     auto* sb = new (headerAt(base)) Superblock();
-    sb->kind = Kind::Large;
+    sb->freeFlags = kLargeBlock;
     sb->topBlock = raw;
     sb->firstObject = reinterpret_cast<char*>(object);
     sb->usableBytes = rawAddress + bytes - object;
