@@ -8,7 +8,9 @@
 // Every allocator runs the same pre-drawn size sequence; runs are interleaved and each
 // figure is the median of --runs runs; ratios are against the reap in the same run.
 //
-//   reap_bench [--runs N] [--scale S]
+//   reap_bench [--runs N] [--scale S] [--workload compiler|server] [--only NAME]
+// --workload and --only (a substring of the allocator names) pick one workload and some
+// allocators, e.g. one allocator alone under callgrind.
 #include <apr_pools.h>
 #include <obstack.h>
 #include <talloc.h>
@@ -170,6 +172,8 @@ struct Monotonic {
 struct Config {
   int runs = 7;
   double scale = 1.0;
+  const char* workload = nullptr;  // both
+  const char* only = nullptr;      // every allocator
 };
 
 // Sizes drawn once; every allocator sees the same sequence.
@@ -260,7 +264,9 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-void report(const char* title, std::vector<Row>& rows, int runs, const char* baseline) {
+void report(const char* title, std::vector<Row>& rows, int runs, const char* baseline, const char* only) {
+  if (only != nullptr)
+    std::erase_if(rows, [only](const Row& row) { return std::strstr(row.name, only) == nullptr; });
   for (int run = 0; run < runs; ++run)
     for (Row& row : rows) row.times.push_back(row.run());
   double base = 0;
@@ -268,7 +274,10 @@ void report(const char* title, std::vector<Row>& rows, int runs, const char* bas
     if (std::strcmp(row.name, baseline) == 0) base = median(row.times);
   std::printf("\n### %s (median of %d runs; ratio = time / %s)\n\n", title, runs, baseline);
   std::printf("| allocator | ms | ratio |\n|---|---:|---:|\n");
-  for (Row& row : rows) std::printf("| %s | %.1f | %.2f |\n", row.name, median(row.times), median(row.times) / base);
+  for (Row& row : rows) {
+    if (base > 0) std::printf("| %s | %.1f | %.2f |\n", row.name, median(row.times), median(row.times) / base);
+    else std::printf("| %s | %.1f | - |\n", row.name, median(row.times));
+  }
 }
 
 template <class... As>
@@ -288,17 +297,28 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--runs") == 0) config.runs = std::max(1, std::atoi(argv[i + 1]));
     else if (std::strcmp(argv[i], "--scale") == 0) config.scale = std::atof(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--workload") == 0) config.workload = argv[i + 1];
+    else if (std::strcmp(argv[i], "--only") == 0) config.only = argv[i + 1];
   }
   apr_initialize();
   talloc_disable_null_tracking();
 
-  auto compilerSizes = drawSizes(1 << 16, 1, false);
-  int units = std::max(1, static_cast<int>(200 * config.scale));
-  auto compilerRows = rowsFor<ReapCpp, ReapC, Zone, HkObstack, GnuObstack, Glibc, Talloc, Apr, Monotonic>(
-      compilerSizes, units, false);
-  std::printf("Compiler-like: %d units x 20 nested function regions x 500 objects of 16-128 bytes, "
-              "1/16 of them in the unit region; no single-object frees.\n", units);
-  report("compiler-like", compilerRows, config.runs, ReapCpp::kName);
+  auto wanted = [&config](const char* workload) {
+    return config.workload == nullptr || std::strcmp(config.workload, workload) == 0;
+  };
+  if (wanted("compiler")) {
+    auto compilerSizes = drawSizes(1 << 16, 1, false);
+    int units = std::max(1, static_cast<int>(200 * config.scale));
+    auto compilerRows = rowsFor<ReapCpp, ReapC, Zone, HkObstack, GnuObstack, Glibc, Talloc, Apr, Monotonic>(
+        compilerSizes, units, false);
+    std::printf("Compiler-like: %d units x 20 nested function regions x 500 objects of 16-128 bytes, "
+                "1/16 of them in the unit region; no single-object frees.\n", units);
+    report("compiler-like", compilerRows, config.runs, ReapCpp::kName, config.only);
+  }
+  if (!wanted("server")) {
+    apr_terminate();
+    return 0;
+  }
 
   auto serverSizes = drawSizes(1 << 16, 2, true);
   int connections = std::max(1, static_cast<int>(20000 * config.scale));
@@ -307,7 +327,7 @@ int main(int argc, char** argv) {
   std::printf("\nServer-like: %d connections, each a child region of the server's; 8 requests x 24 objects "
               "(16-512 bytes, 1 in 16 a 1-8 KiB buffer); every third object freed after its request "
               "(a no-op where the allocator cannot free one object).\n", connections);
-  report("server-like", serverRows, config.runs, ReapCpp::kName);
+  report("server-like", serverRows, config.runs, ReapCpp::kName, config.only);
 
   apr_terminate();
   return 0;
