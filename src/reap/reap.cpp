@@ -1,9 +1,13 @@
 // The C library of reaps: a thin layer over heapkit::Reap (include/heapkit/special/Reap.h).
 //
 // With HEAPKIT_REAP_CHECKS (on unless NDEBUG), every call checks its reap against a
-// registry of live reaps, and every object carries an owner tag in the header word that
-// SizeHeap leaves unused (16 bytes before the object), so frees to the wrong reap and
-// double frees are reported before anything is written.
+// registry of live reaps, and every object carries an owner tag, so frees to the wrong
+// reap and double frees are reported before anything is written. The tag needs room
+// the reap's 8-byte header does not have: a checked build asks the reap for 16 bytes
+// more per object and hands out the object 16 bytes in, the tag in the word before it
+// (the word before that holds the reap's link while the object is free, so a freed
+// object keeps its "freed" tag until it is reused). Release builds hand out the reap's
+// objects as they are. Sizes and bytes_in_use count the prefix as the reap's own.
 #include "heapkit/reap.h"
 
 #include <cerrno>
@@ -29,6 +33,12 @@
 namespace {
 
 using heapkit::Reap;
+
+constexpr std::size_t kPrefixBytes = HEAPKIT_REAP_CHECKS ? 16 : 0;
+// The pointer the caller sees, from the reap's object, and back.
+void* userOf(void* object) { return object != nullptr ? static_cast<char*>(object) + kPrefixBytes : nullptr; }
+void* objectOf(void* user) { return static_cast<char*>(user) - kPrefixBytes; }
+bool ownsChunk(Reap* reap, void* user) { return reap->heap().ownsChunk(objectOf(user)); }
 
 Reap* asReap(reap_t* reap) { return reinterpret_cast<Reap*>(reap); }
 reap_t* asHandle(Reap* reap) { return reinterpret_cast<reap_t*>(reap); }
@@ -72,9 +82,9 @@ void unregisterTree(Reap* reap) {
   registry().erase(reap);
 }
 
-std::uintptr_t& tagOf(void* object) { return static_cast<std::uintptr_t*>(object)[-2]; }
-void tag(Reap* reap, void* object) {
-  if (object != nullptr) tagOf(object) = reinterpret_cast<std::uintptr_t>(reap) ^ kLiveTag;
+std::uintptr_t& tagOf(void* user) { return static_cast<std::uintptr_t*>(user)[-1]; }
+void tag(Reap* reap, void* user) {
+  if (user != nullptr) tagOf(user) = reinterpret_cast<std::uintptr_t>(reap) ^ kLiveTag;
 }
 
 // A reap handle every entry point can use; reports and returns nullptr otherwise.
@@ -114,9 +124,8 @@ bool ownsLive(Reap* reap, void* object, const char* function) {
 
 // Mark an object freed before the reap reuses it; an own-chunk object's memory goes
 // back to the parent at once, so there is nothing left to mark.
-void markFreed(Reap* reap, void* object) {
-  if ((heapkit::sizeword::flags(object) & heapkit::reap::kOwnChunk) == 0)
-    tagOf(object) = reinterpret_cast<std::uintptr_t>(reap) ^ kFreedTag;
+void markFreed(Reap* reap, void* user) {
+  if (!ownsChunk(reap, user)) tagOf(user) = reinterpret_cast<std::uintptr_t>(reap) ^ kFreedTag;
 }
 #else
 void registerReap(Reap*) {}
@@ -166,10 +175,10 @@ void reap_free_all(reap_t* handle) {
 void* reap_malloc(reap_t* handle, std::size_t size) {
   Reap* reap = checkedReap(handle, "reap_malloc");
   if (reap == nullptr) return nullptr;
-  void* object = reap->malloc(size);
-  if (object == nullptr) errno = ENOMEM;
-  tag(reap, object);
-  return object;
+  void* user = size <= SIZE_MAX - kPrefixBytes ? userOf(reap->malloc(size + kPrefixBytes)) : nullptr;
+  if (user == nullptr) errno = ENOMEM;
+  tag(reap, user);
+  return user;
 }
 
 void* reap_calloc(reap_t* handle, std::size_t count, std::size_t size) {
@@ -190,11 +199,11 @@ void* reap_realloc(reap_t* handle, void* object, std::size_t size) {
   if (reap == nullptr || !ownsLive(reap, object, "reap_realloc")) return nullptr;
   if (size == 0) {
     markFreed(reap, object);
-    reap->free(object);
+    reap->free(objectOf(object));
     return nullptr;
   }
-  bool ownChunk = (heapkit::sizeword::flags(object) & heapkit::reap::kOwnChunk) != 0;
-  void* moved = reap->realloc(object, size);
+  bool ownChunk = ownsChunk(reap, object);
+  void* moved = size <= SIZE_MAX - kPrefixBytes ? userOf(reap->realloc(objectOf(object), size + kPrefixBytes)) : nullptr;
   if (moved == nullptr) {
     errno = ENOMEM;
     return nullptr;
@@ -211,14 +220,14 @@ void reap_free(reap_t* handle, void* object) {
   Reap* reap = checkedReap(handle, "reap_free");
   if (reap == nullptr || !ownsLive(reap, object, "reap_free")) return;
   markFreed(reap, object);
-  reap->free(object);
+  reap->free(objectOf(object));
 }
 
 std::size_t reap_usable_size(reap_t* handle, void* object) {
   if (object == nullptr) return 0;
   Reap* reap = checkedReap(handle, "reap_usable_size");
   if (reap == nullptr || !ownsLive(reap, object, "reap_usable_size")) return 0;
-  return reap->getSize(object);
+  return reap->getSize(objectOf(object)) - kPrefixBytes;
 }
 
 int reap_get_stats(reap_t* handle, reap_stats_t* stats) {

@@ -208,14 +208,43 @@ TEST(ObstackHeap, ImpossibleSizesFailWithoutChangingTheObject) {
 
 // ---------------------------------------------------------------- ReapHeap
 
-TEST(ReapHeap, RegionModeBumpsWithAHeaderPerObject) {
+TEST(ReapHeap, RegionModeBumpsWithAnEightByteHeaderPerObject) {
   ReapHeap<AuditedTop> reap;
+  static_assert(ReapHeap<AuditedTop>::kHeaderBytes == 8);
   char* a = static_cast<char*>(reap.malloc(24));
   char* b = static_cast<char*>(reap.malloc(24));
-  EXPECT_EQ(b, a + 32 + ReapHeap<AuditedTop>::kHeaderBytes);
-  EXPECT_EQ(reap.getSize(a), 32u);
+  char* c = static_cast<char*>(reap.malloc(40));
+  char* d = static_cast<char*>(reap.malloc(0));
+  char* e = static_cast<char*>(reap.malloc(1));
+  EXPECT_EQ(b, a + 32) << "24 bytes and the next object's header fill 32";
+  EXPECT_EQ(c, b + 32);
+  EXPECT_EQ(d, c + 48);
+  EXPECT_EQ(e, d + 16);
+  EXPECT_EQ(reap.getSize(a), 24u);
+  EXPECT_EQ(reap.getSize(c), 40u);
+  EXPECT_EQ(reap.getSize(d), 8u);
   EXPECT_FALSE(reap.inHeapMode());
-  EXPECT_EQ(reap.bytesInUse(), 64u);
+  EXPECT_EQ(reap.bytesInUse(), 24u + 24 + 40 + 8 + 8);
+  // Writing every usable byte leaves every header alone.
+  for (char* object : {a, b, c, d, e}) std::memset(object, 0xFF, reap.getSize(object));
+  EXPECT_EQ(reap.getSize(a), 24u);
+  EXPECT_EQ(reap.getSize(e), 8u);
+  reap.free(c);
+  EXPECT_EQ(reap.bytesInUse(), 24u + 24 + 8 + 8);
+}
+
+TEST(ReapHeap, FreeListsAreSetUpOnlyByTheFirstFree) {
+  ReapHeap<AuditedTop> reap;
+  void* a = reap.malloc(100);
+  std::size_t footprint = reap.footprint();
+  for (int i = 0; i < 50; ++i) reap.malloc(100);
+  EXPECT_FALSE(reap.inHeapMode());
+  EXPECT_EQ(reap.footprint(), footprint) << "all in the first chunk";
+  reap.free(a);
+  EXPECT_TRUE(reap.inHeapMode());
+  EXPECT_EQ(reap.malloc(100), a);
+  reap.clear();
+  EXPECT_FALSE(reap.inHeapMode()) << "the free lists went with the chunks";
 }
 
 TEST(ReapHeap, FreedObjectsAreReusedBeforeBumpingResumes) {
@@ -242,9 +271,11 @@ TEST(ReapHeap, ABigFreedBlockIsSplitForSmallRequests) {
   reap.free(big);
   char* small = static_cast<char*>(reap.malloc(300));
   EXPECT_EQ(small, big);
-  EXPECT_EQ(reap.getSize(small), 304u);
+  EXPECT_EQ(reap.getSize(small), 312u);
   char* next = static_cast<char*>(reap.malloc(300));
-  EXPECT_EQ(next, big + 304 + 16) << "the rest of the block serves the next request";
+  EXPECT_EQ(next, big + 320) << "the rest of the block serves the next request";
+  char* tiny = static_cast<char*>(reap.malloc(8));
+  EXPECT_EQ(tiny, next + 320) << "and the rest of that the one after";
 }
 
 TEST(ReapHeap, LargeObjectsGoBackToTheParentWhenFreed) {

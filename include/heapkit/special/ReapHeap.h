@@ -1,106 +1,114 @@
 // ReapHeap: a reap (Berger, Zorn and McKinley, "Reconsidering Custom Memory Allocation",
 // OOPSLA 2002): region speed, yet any object can be freed.
 //
-//  - Region mode: objects are bumped out of a ZoneHeap (chunks of 8 KiB, 16 KiB, ...)
-//    with a 16-byte SizeHeap header, so each object's size is known if it is freed.
-//  - A freed object goes onto a Lea-style heap built from the library's own layers:
-//    segregated fits with Lea's size classes (exact 16-byte classes to 1 KiB, then four
-//    per power of two), each bin a DLList; a request takes from the smallest non-empty
-//    class that fits, splitting a block much larger than the request; when no class
-//    has one, bumping resumes. Until the first free (region mode) allocation does not
-//    even look at it.
+//  - Region mode: objects are bumped out of a ZoneHeap (chunks of 8 KiB, 16 KiB, ...,
+//    exactly the region's growth) with an 8-byte header each, so that an object's size
+//    is known if it is freed. Nothing else happens per object: the bump is ZoneHeap's,
+//    inlined, plus the header store.
+//  - The first free switches to heap mode: the reap carves its free lists out of its
+//    own chunk (a reap that never frees never pays for them) and freed objects go there,
+//    segregated by size (16-byte classes below 512 bytes, then four per power of two).
+//    A request takes a block from the smallest non-empty class that fits, splitting one
+//    much larger than asked; when none fits, bumping resumes.
 //  - Objects over 128 KiB (Lea's mmap threshold) get a chunk of their own that goes
 //    back to the parent when the object is freed.
-//  - clear() frees every object at once; so does the destructor.
+//  - clear() frees every object at once (the free lists go with the chunks); so does
+//    the destructor.
 //
-//   ReapHeap<Parent> = SegHeap<Lea classes, DLList bins,
-//                        ParentRef<SizeHeap<ZoneHeap<8 KiB, Parent>>>>  (+ own chunks)
+//   ReapHeap<Parent> = ZoneHeap<Parent, 8 KiB> + 8-byte headers
+//                      + SegregatedFreeLists (from the first free on)
+//
+// Object layout: [header 8][object, 16-byte aligned ...]. The header holds the block's
+// bytes (header included, a multiple of 16) and flags in the low four bits. Blocks are
+// laid end to end, so an object's header is the last word of the block before it (the
+// first object's is the chunk header's spare word): 8 bytes per object, as in Lea's
+// allocator, instead of the 16 a size header costs when it keeps the object aligned.
 //
 // Freed blocks are not coalesced: a reap's frees are few compared with its allocations,
 // and its memory comes back wholesale with clear(). (Lea's quick lists are left out for
-// the same reason: they exist to defer coalescing, and their consolidation on every
-// larger miss would cost a reap more than it saves.)
+// the same reason: they exist to defer coalescing.)
 #pragma once
 
 #include <cstddef>
 #include <cstring>
-#include <memory>
+#include <new>
 
-#include "heapkit/combining/SegHeap.h"
-#include "heapkit/core/SizeWord.h"
-#include "heapkit/general/LeaHeap.h"
-#include "heapkit/objectrep/SizeHeap.h"
+#include "heapkit/core/HeapContract.h"
+#include "heapkit/special/SegregatedFreeLists.h"
 #include "heapkit/special/ZoneHeap.h"
-#include "heapkit/utility/ParentRef.h"
 
 namespace heapkit {
 
 namespace reap {
 inline constexpr std::size_t kFirstChunkBytes = 8192;
-inline constexpr std::size_t kLargeObjectBytes = lea::kMmapThreshold;
+// Lea's mmap threshold.
+inline constexpr std::size_t kLargeObjectBytes = 128 * 1024;
+inline constexpr std::size_t kHeaderBytes = 8;
 // Split a reused block when at least this much (header included) would be left over.
 inline constexpr std::size_t kMinSplitBytes = 64;
-// Size-word flag (an object-representation bit) of objects that own their chunk.
+// Header flag of objects that own their chunk.
 inline constexpr std::size_t kOwnChunk = 2;
+inline constexpr std::size_t kFlagMask = 15;
 }  // namespace reap
 
 template <Heap Super>
-class ReapHeap : public SizeHeap<ZoneHeap<Super, reap::kFirstChunkBytes>> {
+class ReapHeap : public ZoneHeap<Super, reap::kFirstChunkBytes> {
   using Zone = ZoneHeap<Super, reap::kFirstChunkBytes>;
-  using Bump = SizeHeap<Zone>;
-  using FreeObjects = SegHeap<lea::kNumBins, lea::sizeToClass, lea::classToMaxSize, lea::Bin, ParentRef<Bump>>;
+  using FreeBlocks = SegregatedFreeLists;
+  static_assert(Zone::kChunkHeaderBytes % kMinAlignment == 0, "the chunk header's last word holds the first header");
+  static_assert(reap::kLargeObjectBytes + 16 < FreeBlocks::kMaxBlockBytes, "every block that can be freed has a class");
 
  public:
   static constexpr std::size_t Alignment = kMinAlignment;
-  static constexpr bool KeepsSizeWord = true;
-  static constexpr std::size_t kHeaderBytes = Bump::kHeaderBytes;
+  // The word before an object is its block size, not its usable size (sizeword.h).
+  static constexpr bool KeepsSizeWord = false;
+  static constexpr std::size_t kHeaderBytes = reap::kHeaderBytes;
 
-  using Bump::Bump;
+  using Zone::Zone;
   ReapHeap() = default;
   ReapHeap(const ReapHeap&) = delete;
   ReapHeap& operator=(const ReapHeap&) = delete;
 
-
   void* malloc(std::size_t size) {
     if (size > reap::kLargeObjectBytes) return mallocLarge(size);
-    void* object;
-    if (!heapMode_) {
-      object = Bump::malloc(size);  // region mode: nothing has been freed since clear()
-    } else {
-      object = free_.malloc(size);
-      if (object != nullptr) splitExcess(object, usableBytesFor(size));
-    }
-    if (object != nullptr) bytesInUse_ += sizeword::size(object);
-    return object;
+    std::size_t bytes = blockBytesFor(size);
+    if (freeBlocks_ != nullptr) return mallocInHeapMode(bytes);
+    return bumpObject(bytes);
   }
 
   void free(void* object) {
     if (object == nullptr) return;
-    std::size_t word = *sizeword::wordOf(object);
-    bytesInUse_ -= word & ~sizeword::kFlagMask;
-    if (word & reap::kOwnChunk) {
-      Zone::freeOwnChunk(static_cast<char*>(object) - kHeaderBytes);
+    std::size_t header = headerOf(object);
+    std::size_t bytes = header & ~reap::kFlagMask;
+    bytesInUse_ -= bytes - kHeaderBytes;
+    if (header & reap::kOwnChunk) {
+      Zone::freeOwnChunk(object);
       return;
     }
-    heapMode_ = true;
-    free_.free(object);
+    if (freeBlocks_ == nullptr && !enterHeapMode()) return;
+    freeBlocks_->put(object, bytes);
   }
 
-  std::size_t getSize(void* object) const { return sizeword::size(object); }
+  std::size_t getSize(void* object) const { return blockBytesOf(object) - kHeaderBytes; }
+
+  // True for objects over kLargeObjectBytes, whose memory goes back to the parent as
+  // soon as they are freed (the C library's misuse checks need to know).
+  static bool ownsChunk(void* object) { return (headerOf(object) & reap::kOwnChunk) != 0; }
 
   // Grows in place when the object is the last one bumped and its chunk has room; a
   // smaller size keeps the object where it is. nullptr (object untouched) on failure.
   void* realloc(void* object, std::size_t size) {
     if (object == nullptr) return malloc(size);
-    std::size_t usable = sizeword::size(object);
+    std::size_t usable = getSize(object);
     if (size <= usable) return object;
-    if (!fitsAfterAlignUp(size, kHeaderBytes, kMinAlignment)) return nullptr;
-    std::size_t wanted = usableBytesFor(size);
-    if ((sizeword::flags(object) & reap::kOwnChunk) == 0 && wanted <= reap::kLargeObjectBytes &&
-        Zone::tryExtend(static_cast<char*>(object) + usable, wanted - usable)) {
-      sizeword::set(object, wanted);
-      bytesInUse_ += wanted - usable;
-      return object;
+    if (size <= reap::kLargeObjectBytes && !ownsChunk(object)) {
+      std::size_t bytes = usable + kHeaderBytes;
+      std::size_t wanted = blockBytesFor(size);
+      if (Zone::tryExtend(static_cast<char*>(object) + bytes, wanted - bytes)) {
+        headerOf(object) = wanted;
+        bytesInUse_ += wanted - bytes;
+        return object;
+      }
     }
     void* moved = malloc(size);
     if (moved == nullptr) return nullptr;
@@ -109,16 +117,11 @@ class ReapHeap : public SizeHeap<ZoneHeap<Super, reap::kFirstChunkBytes>> {
     return moved;
   }
 
-  // Free every object at once: the free-object heap goes (tearing it down hands its
-  // objects to the bump layer, whose free is a no-op) and every chunk goes back to the
-  // parent.
+  // Free every object at once: every chunk goes back to the parent, the free lists
+  // (which live in a chunk) with them.
   void clear() {
-    if (heapMode_) {
-      std::destroy_at(&free_);
-      std::construct_at(&free_, static_cast<Bump*>(this));
-    }
+    freeBlocks_ = nullptr;
     Zone::clear();
-    heapMode_ = false;
     bytesInUse_ = 0;
   }
 
@@ -129,34 +132,61 @@ class ReapHeap : public SizeHeap<ZoneHeap<Super, reap::kFirstChunkBytes>> {
   std::size_t peakFootprint() const { return Zone::peakChunkBytes(); }
   // True once an object was freed since the last clear(): allocation then looks at the
   // free objects before bumping.
-  bool inHeapMode() const { return heapMode_; }
+  bool inHeapMode() const { return freeBlocks_ != nullptr; }
 
  private:
-  void* mallocLarge(std::size_t size) {
-    if (!fitsAfterAlignUp(size, kHeaderBytes + Zone::kChunkHeaderBytes, kMinAlignment)) return nullptr;
-    std::size_t usable = usableBytesFor(size);
-    auto* block = static_cast<char*>(Zone::mallocOwnChunk(usable + kHeaderBytes));
-    if (block == nullptr) return nullptr;
-    void* object = block + kHeaderBytes;
-    sizeword::set(object, usable, reap::kOwnChunk);
-    bytesInUse_ += usable;
+  static std::size_t& headerOf(void* object) { return static_cast<std::size_t*>(object)[-1]; }
+  static std::size_t blockBytesOf(void* object) { return headerOf(object) & ~reap::kFlagMask; }
+  // Header included, a multiple of 16; at least 16, so a free block holds its link.
+  static constexpr std::size_t blockBytesFor(std::size_t size) { return alignUp(size + kHeaderBytes, kMinAlignment); }
+
+  // The region's bump, plus the header (which lands in the block before: see the top).
+  void* bumpObject(std::size_t bytes) {
+    void* object = Zone::bump(bytes);
+    if (object == nullptr) return nullptr;
+    headerOf(object) = bytes;
+    bytesInUse_ += bytes - kHeaderBytes;
     return object;
   }
 
-  // A block from the free heap may be far bigger than asked: keep what was asked and
-  // free the rest as an object of its own (a header and at least 48 usable bytes).
-  void splitExcess(void* object, std::size_t wanted) {
-    std::size_t usable = sizeword::size(object);
-    if (usable < wanted + reap::kMinSplitBytes) return;
-    sizeword::set(object, wanted);
-    char* rest = static_cast<char*>(object) + wanted + kHeaderBytes;
-    sizeword::set(rest, usable - wanted - kHeaderBytes);
-    free_.free(rest);
+  void* mallocInHeapMode(std::size_t bytes) {
+    void* object = freeBlocks_->take(bytes);
+    if (object == nullptr) return bumpObject(bytes);
+    std::size_t have = blockBytesOf(object);
+    // Keep what was asked and free the rest as a block of its own.
+    if (have - bytes >= reap::kMinSplitBytes) {
+      headerOf(object) = bytes;
+      void* rest = static_cast<char*>(object) + bytes;
+      headerOf(rest) = have - bytes;
+      freeBlocks_->put(rest, have - bytes);
+      have = bytes;
+    }
+    bytesInUse_ += have - kHeaderBytes;
+    return object;
   }
 
-  FreeObjects free_{static_cast<Bump*>(this)};
+  // The free lists, carved out of the current chunk as an object that is never freed.
+  // If the parent has no memory for them the object is not reused (it is still freed
+  // by clear()), as in a region.
+  bool enterHeapMode() {
+    void* lists = Zone::bump(blockBytesFor(sizeof(FreeBlocks)));
+    if (lists == nullptr) return false;
+    freeBlocks_ = ::new (lists) FreeBlocks();
+    return true;
+  }
+
+  void* mallocLarge(std::size_t size) {
+    if (!fitsAfterAlignUp(size, kHeaderBytes + Zone::kChunkHeaderBytes, kMinAlignment)) return nullptr;
+    std::size_t bytes = blockBytesFor(size);
+    void* object = Zone::mallocOwnChunk(bytes);
+    if (object == nullptr) return nullptr;
+    headerOf(object) = bytes | reap::kOwnChunk;
+    bytesInUse_ += bytes - kHeaderBytes;
+    return object;
+  }
+
+  FreeBlocks* freeBlocks_ = nullptr;
   std::size_t bytesInUse_ = 0;
-  bool heapMode_ = false;
 };
 
 }  // namespace heapkit

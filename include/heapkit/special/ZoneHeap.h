@@ -44,7 +44,12 @@ class ZoneHeap : public Super {
 
   void* malloc(std::size_t size) {
     if (size > kMaxRequest) return nullptr;
-    std::size_t bytes = usableBytesFor(size);
+    return bump(usableBytesFor(size));
+  }
+
+  // malloc for callers that have rounded the size already (a reap, which adds its
+  // header first): `bytes` is a multiple of 16, at least 16 and at most SIZE_MAX / 2.
+  void* bump(std::size_t bytes) {
     if (bytes <= static_cast<std::size_t>(limit_ - cursor_)) {
       char* object = cursor_;
       cursor_ += bytes;
