@@ -121,6 +121,25 @@ TEST(ZoneHeap, ClearGivesEverythingBackAndStartsOver) {
   EXPECT_GT(zone.peakChunkBytes(), 200000u);
 }
 
+TEST(ZoneHeap, CountsBumpedBytesWithoutTheChunksUnusedTails) {
+  ZoneHeap<AuditedTop, 8192, 65536> zone;
+  EXPECT_EQ(zone.bumpedBytes(), 0u);
+  std::size_t expected = 0;
+  for (int i = 0; i < 3000; ++i) {
+    ASSERT_NE(zone.malloc(1 + i % 200), nullptr);
+    expected += usableBytesFor(1 + i % 200);
+  }
+  ASSERT_NE(zone.malloc(100000), nullptr);  // a chunk of its own
+  expected += usableBytesFor(100000);
+  void* last = zone.malloc(100);
+  ASSERT_TRUE(zone.tryExtend(static_cast<char*>(last) + 112, 64));
+  expected += 112 + 64;
+  EXPECT_EQ(zone.bumpedBytes(), expected);
+  EXPECT_LT(zone.bumpedBytes(), zone.chunkBytes());
+  zone.clear();
+  EXPECT_EQ(zone.bumpedBytes(), 0u);
+}
+
 TEST(ZoneHeap, LargeRequestDoesNotWasteTheCurrentChunk) {
   ZoneHeap<AuditedTop> zone;
   char* a = static_cast<char*>(zone.malloc(32));
@@ -224,13 +243,44 @@ TEST(ReapHeap, RegionModeBumpsWithAnEightByteHeaderPerObject) {
   EXPECT_EQ(reap.getSize(c), 40u);
   EXPECT_EQ(reap.getSize(d), 8u);
   EXPECT_FALSE(reap.inHeapMode());
-  EXPECT_EQ(reap.bytesInUse(), 24u + 24 + 40 + 8 + 8);
+  EXPECT_EQ(reap.bytesInUse(), 32u + 32 + 48 + 16 + 16) << "live objects, headers included";
   // Writing every usable byte leaves every header alone.
   for (char* object : {a, b, c, d, e}) std::memset(object, 0xFF, reap.getSize(object));
   EXPECT_EQ(reap.getSize(a), 24u);
   EXPECT_EQ(reap.getSize(e), 8u);
   reap.free(c);
-  EXPECT_EQ(reap.bytesInUse(), 24u + 24 + 8 + 8);
+  EXPECT_EQ(reap.bytesInUse(), 32u + 32 + 16 + 16);
+  EXPECT_EQ(reap.malloc(40), c);
+  EXPECT_EQ(reap.bytesInUse(), 32u + 32 + 48 + 16 + 16);
+}
+
+TEST(ReapHeap, BytesInUseIsTheLiveObjectsWithTheirHeaders) {
+  ReapHeap<AuditedTop> reap;
+  std::vector<void*> live;
+  std::uint64_t state = 12345;
+  auto next = [&state] { return state = state * 6364136223846793005ULL + 1442695040888963407ULL, state >> 33; };
+  for (int i = 0; i < 20000; ++i) {
+    std::uint64_t action = next() % 10;
+    if (action < 6 || live.empty()) {
+      std::size_t size = next() % 16 == 0 ? next() % 300000 : next() % 600;
+      live.push_back(reap.malloc(size));
+      ASSERT_NE(live.back(), nullptr);
+    } else if (action < 9) {
+      std::size_t victim = next() % live.size();
+      reap.free(live[victim]);
+      live[victim] = live.back();
+      live.pop_back();
+    } else {
+      void*& object = live[next() % live.size()];
+      object = reap.realloc(object, next() % 2000);
+      ASSERT_NE(object, nullptr);
+    }
+  }
+  std::size_t expected = 0;
+  for (void* object : live) expected += reap.getSize(object) + ReapHeap<AuditedTop>::kHeaderBytes;
+  EXPECT_EQ(reap.bytesInUse(), expected);
+  for (void* object : live) reap.free(object);
+  EXPECT_EQ(reap.bytesInUse(), 0u);
 }
 
 TEST(ReapHeap, FreeListsAreSetUpOnlyByTheFirstFree) {

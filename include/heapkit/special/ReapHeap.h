@@ -70,21 +70,23 @@ class ReapHeap : public ZoneHeap<Super, reap::kFirstChunkBytes> {
   ReapHeap& operator=(const ReapHeap&) = delete;
 
   void* malloc(std::size_t size) {
-    if (size > reap::kLargeObjectBytes) return mallocLarge(size);
-    std::size_t bytes = blockBytesFor(size);
-    if (freeBlocks_ != nullptr) return mallocInHeapMode(bytes);
-    return bumpObject(bytes);
+    if (size >= offBumpPathFrom_) [[unlikely]] {
+      if (size >= kLargeFrom) return mallocLarge(size);
+      return mallocInHeapMode(blockBytesFor(size));
+    }
+    return bumpObject(blockBytesFor(size));
   }
 
   void free(void* object) {
     if (object == nullptr) return;
     std::size_t header = headerOf(object);
     std::size_t bytes = header & ~reap::kFlagMask;
-    bytesInUse_ -= bytes - kHeaderBytes;
     if (header & reap::kOwnChunk) {
+      largeBytes_ -= bytes;
       Zone::freeOwnChunk(object);
       return;
     }
+    idleBytes_ += bytes;
     if (freeBlocks_ == nullptr && !enterHeapMode()) return;
     freeBlocks_->put(object, bytes);
   }
@@ -106,7 +108,6 @@ class ReapHeap : public ZoneHeap<Super, reap::kFirstChunkBytes> {
       std::size_t wanted = blockBytesFor(size);
       if (Zone::tryExtend(static_cast<char*>(object) + bytes, wanted - bytes)) {
         headerOf(object) = wanted;
-        bytesInUse_ += wanted - bytes;
         return object;
       }
     }
@@ -121,13 +122,15 @@ class ReapHeap : public ZoneHeap<Super, reap::kFirstChunkBytes> {
   // (which live in a chunk) with them.
   void clear() {
     freeBlocks_ = nullptr;
+    offBumpPathFrom_ = kLargeFrom;
     Zone::clear();
-    bytesInUse_ = 0;
+    largeBytes_ = idleBytes_ = 0;
   }
 
-  // Usable bytes of live objects; chunk bytes held from the parent (the reap's
-  // footprint) and their high-water mark.
-  std::size_t bytesInUse() const { return bytesInUse_; }
+  // Bytes of live objects, headers included (every bumped byte, less what sits in the
+  // free lists, plus the large objects: no counting on the bump path); chunk bytes
+  // held from the parent (the reap's footprint) and their high-water mark.
+  std::size_t bytesInUse() const { return Zone::bumpedBytes() - idleBytes_ + largeBytes_; }
   std::size_t footprint() const { return Zone::chunkBytes(); }
   std::size_t peakFootprint() const { return Zone::peakChunkBytes(); }
   // True once an object was freed since the last clear(): allocation then looks at the
@@ -142,10 +145,15 @@ class ReapHeap : public ZoneHeap<Super, reap::kFirstChunkBytes> {
 
   // The region's bump, plus the header (which lands in the block before: see the top).
   void* bumpObject(std::size_t bytes) {
-    void* object = Zone::bump(bytes);
-    if (object == nullptr) return nullptr;
+    if (!Zone::fitsInChunk(bytes)) return bumpObjectInNewChunk(bytes);
+    void* object = Zone::bumpInChunk(bytes);
     headerOf(object) = bytes;
-    bytesInUse_ += bytes - kHeaderBytes;
+    return object;
+  }
+
+  [[gnu::noinline]] void* bumpObjectInNewChunk(std::size_t bytes) {
+    void* object = Zone::bump(bytes);
+    if (object != nullptr) headerOf(object) = bytes;
     return object;
   }
 
@@ -161,7 +169,7 @@ class ReapHeap : public ZoneHeap<Super, reap::kFirstChunkBytes> {
       freeBlocks_->put(rest, have - bytes);
       have = bytes;
     }
-    bytesInUse_ += have - kHeaderBytes;
+    idleBytes_ -= have;
     return object;
   }
 
@@ -169,24 +177,33 @@ class ReapHeap : public ZoneHeap<Super, reap::kFirstChunkBytes> {
   // If the parent has no memory for them the object is not reused (it is still freed
   // by clear()), as in a region.
   bool enterHeapMode() {
-    void* lists = Zone::bump(blockBytesFor(sizeof(FreeBlocks)));
+    std::size_t bytes = blockBytesFor(sizeof(FreeBlocks));
+    void* lists = Zone::bump(bytes);
     if (lists == nullptr) return false;
+    idleBytes_ += bytes;  // not an object
     freeBlocks_ = ::new (lists) FreeBlocks();
+    offBumpPathFrom_ = 0;
     return true;
   }
 
-  void* mallocLarge(std::size_t size) {
+  [[gnu::noinline]] void* mallocLarge(std::size_t size) {
     if (!fitsAfterAlignUp(size, kHeaderBytes + Zone::kChunkHeaderBytes, kMinAlignment)) return nullptr;
     std::size_t bytes = blockBytesFor(size);
     void* object = Zone::mallocOwnChunk(bytes);
     if (object == nullptr) return nullptr;
     headerOf(object) = bytes | reap::kOwnChunk;
-    bytesInUse_ += bytes - kHeaderBytes;
+    largeBytes_ += bytes;
     return object;
   }
 
+  static constexpr std::size_t kLargeFrom = reap::kLargeObjectBytes + 1;
+
+  // Requests of this size or more leave the bump path: large objects always, and every
+  // size in heap mode. One compare on the bump path tests both.
+  std::size_t offBumpPathFrom_ = kLargeFrom;
   FreeBlocks* freeBlocks_ = nullptr;
-  std::size_t bytesInUse_ = 0;
+  std::size_t idleBytes_ = 0;   // bumped, but free (or the free lists themselves)
+  std::size_t largeBytes_ = 0;  // of live large objects
 };
 
 }  // namespace heapkit

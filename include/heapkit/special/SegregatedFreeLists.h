@@ -16,16 +16,46 @@
 // size; the lists never read a block's header.
 #pragma once
 
+#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 
 namespace heapkit {
 
+namespace free_list_classes {
+inline constexpr std::size_t kLinearLimit = 512;  // 16-byte classes below this
+
+constexpr std::size_t roundingDown(std::size_t bytes) {
+  if (bytes < kLinearLimit) return (bytes >> 4) - 1;
+  std::size_t log2 = static_cast<std::size_t>(std::bit_width(bytes)) - 1;
+  return 31 + ((log2 - 9) << 2) + ((bytes >> (log2 - 2)) & 3);
+}
+
+constexpr std::size_t roundingUp(std::size_t bytes) {
+  if (bytes < kLinearLimit) return roundingDown(bytes);
+  // Round up to the next class bound: a quarter of the power of two below.
+  std::size_t step = std::size_t{1} << (static_cast<std::size_t>(std::bit_width(bytes)) - 3);
+  return roundingDown((bytes + step - 1) & ~(step - 1));
+}
+
+// Sizes below this (most requests) find their class in a table: the formulas branch on
+// the size, and sizes are random, so the branches would be mispredicted.
+inline constexpr std::size_t kTableLimit = 16 * 1024;
+using ClassTable = std::array<std::uint8_t, kTableLimit / 16>;
+template <std::size_t (*Formula)(std::size_t)>
+constexpr ClassTable tabulate() {
+  ClassTable table{};
+  for (std::size_t index = 1; index < table.size(); ++index) table[index] = static_cast<std::uint8_t>(Formula(index * 16));
+  return table;
+}
+inline constexpr ClassTable kDownTable = tabulate<roundingDown>();
+inline constexpr ClassTable kUpTable = tabulate<roundingUp>();
+}  // namespace free_list_classes
+
 class SegregatedFreeLists {
  public:
   static constexpr std::size_t kClasses = 64;
-  static constexpr std::size_t kLinearLimit = 512;  // 16-byte classes below this
   // Blocks must be smaller than this (the last class's upper bound).
   static constexpr std::size_t kMaxBlockBytes = 160 * 1024;
 
@@ -56,17 +86,14 @@ class SegregatedFreeLists {
 
   // The class whose range holds `bytes` (16 <= bytes < kMaxBlockBytes).
   static constexpr std::size_t classRoundingDown(std::size_t bytes) {
-    std::size_t linear = (bytes >> 4) - 1;
-    std::size_t log2 = static_cast<std::size_t>(std::bit_width(bytes)) - 1;
-    std::size_t logarithmic = 31 + ((log2 - 9) << 2) + ((bytes >> (log2 - 2)) & 3);
-    return bytes < kLinearLimit ? linear : logarithmic;
+    using namespace free_list_classes;
+    return bytes < kTableLimit ? kDownTable[bytes >> 4] : roundingDown(bytes);
   }
 
   // The first class whose blocks are all at least `bytes`; kClasses or more when none.
   static constexpr std::size_t classRoundingUp(std::size_t bytes) {
-    std::size_t step = std::size_t{1} << (static_cast<std::size_t>(std::bit_width(bytes)) - 3);
-    std::size_t rounded = bytes < kLinearLimit ? bytes : (bytes + step - 1) & ~(step - 1);
-    return classRoundingDown(rounded);
+    using namespace free_list_classes;
+    return bytes < kTableLimit ? kUpTable[bytes >> 4] : roundingUp(bytes);
   }
 
  private:

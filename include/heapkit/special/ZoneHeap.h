@@ -50,12 +50,17 @@ class ZoneHeap : public Super {
   // malloc for callers that have rounded the size already (a reap, which adds its
   // header first): `bytes` is a multiple of 16, at least 16 and at most SIZE_MAX / 2.
   void* bump(std::size_t bytes) {
-    if (bytes <= static_cast<std::size_t>(limit_ - cursor_)) {
-      char* object = cursor_;
-      cursor_ += bytes;
-      return object;
-    }
+    if (fitsInChunk(bytes)) return bumpInChunk(bytes);
     return refill(bytes);
+  }
+
+  // The fast path of bump in two halves, for a layer that does more on it (a reap
+  // writes a header, and need not test for null where bumping cannot fail).
+  bool fitsInChunk(std::size_t bytes) const { return bytes <= static_cast<std::size_t>(limit_ - cursor_); }
+  char* bumpInChunk(std::size_t bytes) {
+    char* object = cursor_;
+    cursor_ += bytes;
+    return object;
   }
 
   // Objects die with the region.
@@ -67,7 +72,8 @@ class ZoneHeap : public Super {
   // Give every chunk back to the parent; the next chunk is FirstChunkBytes again.
   void clear() {
     while (chunks_ != nullptr) releaseChunk(chunks_);
-    cursor_ = limit_ = nullptr;
+    cursor_ = limit_ = chunkStart_ = nullptr;
+    retiredBumpedBytes_ = 0;
     nextChunkBytes_ = FirstChunkBytes;
   }
 
@@ -88,6 +94,12 @@ class ZoneHeap : public Super {
   void freeOwnChunk(void* object) {
     if (object != nullptr) releaseChunk(static_cast<Chunk*>(object) - 1);
   }
+
+  // Bytes handed out by malloc, bump and tryExtend since the last clear(), rounding
+  // included (not the chunks' unused tails; not mallocOwnChunk's objects, whose owner
+  // knows them). Counted when a chunk is retired, not per object, so that the bump stays
+  // as short as it can be.
+  std::size_t bumpedBytes() const { return retiredBumpedBytes_ + static_cast<std::size_t>(cursor_ - chunkStart_); }
 
   // Bytes of chunks held from the parent (headers included) and their high-water mark.
   std::size_t chunkBytes() const { return footprint_.held(); }
@@ -121,15 +133,20 @@ class ZoneHeap : public Super {
     Super::free(chunk);
   }
 
-  // Slow path of malloc: the current chunk is full.
-  char* refill(std::size_t bytes) {
+  // Slow path of malloc: the current chunk is full. Out of line, so that the bump inlines
+  // into its callers whole.
+  [[gnu::noinline]] char* refill(std::size_t bytes) {
     if (bytes > nextChunkBytes_ - sizeof(Chunk)) {
       std::size_t own = bytes + sizeof(Chunk);
-      return newChunk(own);
+      char* object = newChunk(own);
+      if (object != nullptr) retiredBumpedBytes_ += bytes;
+      return object;
     }
     std::size_t chunkBytes = nextChunkBytes_;
     char* start = newChunk(chunkBytes);
     if (start == nullptr) return nullptr;
+    retiredBumpedBytes_ += static_cast<std::size_t>(cursor_ - chunkStart_);
+    chunkStart_ = start;
     limit_ = start + (chunkBytes - sizeof(Chunk));
     cursor_ = start + bytes;
     if (nextChunkBytes_ < MaxChunkBytes) nextChunkBytes_ = nextChunkBytes_ * 2 > MaxChunkBytes ? MaxChunkBytes : nextChunkBytes_ * 2;
@@ -139,6 +156,8 @@ class ZoneHeap : public Super {
   Chunk* chunks_ = nullptr;
   char* cursor_ = nullptr;
   char* limit_ = nullptr;
+  char* chunkStart_ = nullptr;  // of the chunk being bumped through
+  std::size_t retiredBumpedBytes_ = 0;
   std::size_t nextChunkBytes_ = FirstChunkBytes;
   Footprint footprint_;
 };
