@@ -47,7 +47,8 @@ void reap_free(reap_t* reap, void* object);
 size_t reap_usable_size(reap_t* reap, void* object);
 
 typedef struct reap_stats {
-  size_t bytes_in_use;   /* usable bytes of live objects (a child's chunks count here) */
+  size_t bytes_in_use;   /* bytes of this reap's live objects, headers included
+                            (8 bytes each; 16 more in a debug build); not its children's */
   size_t footprint;      /* bytes of chunks the reap holds from its parent or the OS */
   size_t peak_footprint; /* high-water mark of footprint */
 } reap_stats_t;

@@ -51,6 +51,7 @@ constexpr ClassTable tabulate() {
 }
 inline constexpr ClassTable kDownTable = tabulate<roundingDown>();
 inline constexpr ClassTable kUpTable = tabulate<roundingUp>();
+static_assert(roundingUp(kTableLimit - 16) < 64, "every size in the tables has a class");
 }  // namespace free_list_classes
 
 class SegregatedFreeLists {
@@ -65,8 +66,14 @@ class SegregatedFreeLists {
 
   // A block of at least `bytes`, unlinked; nullptr when none is free.
   void* take(std::size_t bytes) {
-    std::size_t sizeClass = classRoundingUp(bytes);
-    if (sizeClass >= kClasses) return nullptr;
+    using namespace free_list_classes;
+    std::size_t sizeClass;
+    if (bytes < kTableLimit) {
+      sizeClass = kUpTable[bytes >> 4];  // always a class
+    } else {
+      sizeClass = roundingUp(bytes);
+      if (sizeClass >= kClasses) return nullptr;
+    }
     std::uint64_t candidates = nonEmpty_ & (~std::uint64_t{0} << sizeClass);
     if (candidates == 0) return nullptr;
     auto found = static_cast<std::size_t>(std::countr_zero(candidates));
