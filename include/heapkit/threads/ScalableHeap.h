@@ -103,12 +103,17 @@ class ScalableHeap {
   // cache lines, so that frees by other threads (which read the first and write the
   // third) never fight with the owner's allocations (which write the second).
   struct alignas(64) Superblock {
-    // Set when the superblock is (re)initialised, then only read.
+    // Set when the superblock is (re)initialised, then (except freeFlags) only read.
     ThreadHeapState* owner;
     char* firstObject;
     std::uint64_t reciprocal;  // ceil(2^32 / objectBytes): object index without a division
     std::uint32_t objectBytes;
     std::uint32_t sizeClass;
+    // Here, not with the owner's data: every free reads it, and a remote free that read
+    // the owner's cache line would take it away from the owner. Changes rarely (a
+    // superblock entering or leaving the full list, memalign). Only the owner writes it,
+    // so relaxed loads and stores suffice (plain moves), and no read-modify-write.
+    std::atomic<std::uint32_t> freeFlags;
     char* lastStart;  // last address where a whole object still fits
     void* topBlock;   // large blocks: what Top gave
     std::size_t usableBytes;
@@ -118,13 +123,20 @@ class ScalableHeap {
     FreeNode* freeList;
     char* bump;
     std::uint32_t used;  // handed out and not yet back on freeList
-    std::uint32_t freeFlags;
     // Written by other threads.
     alignas(64) std::atomic<FreeNode*> remoteFree;
     std::atomic<std::uint32_t> inFullList;
     Superblock* nextReactivated;
   };
   static_assert(sizeof(Superblock) == 192 && sizeof(Superblock) % kMinAlignment == 0);
+
+  static std::uint32_t flags(const Superblock* sb) { return sb->freeFlags.load(std::memory_order_relaxed); }
+  static void setFlag(Superblock* sb, std::uint32_t flag) {
+    sb->freeFlags.store(flags(sb) | flag, std::memory_order_relaxed);
+  }
+  static void clearFlag(Superblock* sb, std::uint32_t flag) {
+    sb->freeFlags.store(flags(sb) & ~flag, std::memory_order_relaxed);
+  }
 
   // Headers at one offset in every superblock would all fall in the same cache sets
   // (64 KiB apart), and with a few dozen superblocks in use they would evict each other
@@ -215,7 +227,7 @@ class ScalableHeap {
       if (object == nullptr) return nullptr;
       auto aligned = alignUp(reinterpret_cast<std::uintptr_t>(object), alignment);
       // Only such superblocks pay for finding the object's start on free.
-      if (aligned != reinterpret_cast<std::uintptr_t>(object)) superblockOf(object)->freeFlags |= kInteriorPointers;
+      if (aligned != reinterpret_cast<std::uintptr_t>(object)) setFlag(superblockOf(object), kInteriorPointers);
       return reinterpret_cast<void*>(aligned);
     }
     return allocLarge(size, alignment);
@@ -227,7 +239,7 @@ class ScalableHeap {
     if (pointer == nullptr) return;
     Superblock* sb = superblockOf(pointer);
     ThreadHeapState* heap = cachedHeap();
-    if (sb->owner == heap && sb->freeFlags == 0) [[likely]] {
+    if (sb->owner == heap && flags(sb) == 0) [[likely]] {
       auto* node = static_cast<FreeNode*>(pointer);
       node->next = sb->freeList;
       sb->freeList = node;
@@ -240,8 +252,8 @@ class ScalableHeap {
   std::size_t getSize(void* pointer) const {
     Superblock* sb = superblockOf(pointer);
     auto* p = static_cast<char*>(pointer);
-    if (sb->freeFlags & kLargeBlock) return sb->usableBytes - static_cast<std::size_t>(p - sb->firstObject);
-    if (!(sb->freeFlags & kInteriorPointers)) return sb->objectBytes;
+    if (flags(sb) & kLargeBlock) return sb->usableBytes - static_cast<std::size_t>(p - sb->firstObject);
+    if (!(flags(sb) & kInteriorPointers)) return sb->objectBytes;
     auto* start = static_cast<char*>(objectStart(sb, pointer));
     return sb->objectBytes - static_cast<std::size_t>(p - start);
   }
@@ -442,16 +454,21 @@ class ScalableHeap {
     return true;
   }
 
+  // Splices the remote list onto the free list whole. The walk only reads (to count the
+  // blocks and find the tail): the blocks were last written by other threads' cores, and
+  // relinking each one would cost a second cache-line transfer per block.
   static void collectRemote(Superblock* sb) {
     if (sb->remoteFree.load(std::memory_order_relaxed) == nullptr) return;
-    FreeNode* list = sb->remoteFree.exchange(nullptr, std::memory_order_acquire);
-    while (list != nullptr) {
-      FreeNode* next = list->next;
-      list->next = sb->freeList;
-      sb->freeList = list;
-      --sb->used;
-      list = next;
+    FreeNode* head = sb->remoteFree.exchange(nullptr, std::memory_order_acquire);
+    FreeNode* tail = head;
+    std::uint32_t count = 1;
+    while (tail->next != nullptr) {
+      tail = tail->next;
+      ++count;
     }
+    if (sb->freeList != nullptr) tail->next = sb->freeList;
+    sb->freeList = head;
+    sb->used -= count;
   }
 
   // Returns false when it found a remote free and kept the superblock partial instead.
@@ -463,7 +480,7 @@ class ScalableHeap {
       // A remote freer claimed it: it will be on `reactivated` shortly; park it in full.
     }
     unlinkPartial(cls, sb);
-    sb->freeFlags |= kInFullList;
+    setFlag(sb, kInFullList);
     sb->prev = nullptr;
     sb->next = cls.full;
     if (cls.full) cls.full->prev = sb;
@@ -495,7 +512,7 @@ class ScalableHeap {
   }
 
   static void pushPartialFront(ClassState& cls, Superblock* sb) {
-    sb->freeFlags &= ~kInFullList;
+    clearFlag(sb, kInFullList);
     sb->prev = nullptr;
     sb->next = cls.partial;
     if (cls.partial) cls.partial->prev = sb;
@@ -505,7 +522,7 @@ class ScalableHeap {
 
   // Behind the current superblock, so the current one stays in use.
   static void pushPartialBack(ClassState& cls, Superblock* sb) {
-    sb->freeFlags &= ~kInFullList;
+    clearFlag(sb, kInFullList);
     sb->next = nullptr;
     sb->prev = cls.partialTail;
     if (cls.partialTail) cls.partialTail->next = sb;
@@ -519,11 +536,11 @@ class ScalableHeap {
   }
 
   [[gnu::noinline]] void freeSlow(Superblock* sb, void* pointer) {
-    if (sb->freeFlags & kLargeBlock) {
+    if (flags(sb) & kLargeBlock) {
       freeLarge(sb);
       return;
     }
-    auto* node = static_cast<FreeNode*>(sb->freeFlags & kInteriorPointers ? objectStart(sb, pointer) : pointer);
+    auto* node = static_cast<FreeNode*>(flags(sb) & kInteriorPointers ? objectStart(sb, pointer) : pointer);
     ThreadHeapState* heap = myHeap(false);
     if (sb->owner == heap && heap != nullptr) freeLocal(heap, sb, node);
     else freeRemote(sb, node);
@@ -543,7 +560,7 @@ class ScalableHeap {
     sb->freeList = node;
     --sb->used;
     ClassState& cls = heap->classes[sb->sizeClass];
-    if (sb->freeFlags & kInFullList) {
+    if (flags(sb) & kInFullList) {
       // Unless a remote freer has claimed it (then `reactivated` brings it back).
       std::uint32_t expected = 1;
       if (!sb->inFullList.compare_exchange_strong(expected, 0, std::memory_order_seq_cst)) return;
@@ -614,7 +631,7 @@ class ScalableHeap {
     sb->reciprocal = ((std::uint64_t{1} << 32) + objectBytes - 1) / objectBytes;
     sb->sizeClass = static_cast<std::uint32_t>(sizeClass);
     sb->used = 0;
-    sb->freeFlags = 0;
+    sb->freeFlags.store(0, std::memory_order_relaxed);
     sb->remoteFree.store(nullptr, std::memory_order_relaxed);
     sb->inFullList.store(0, std::memory_order_relaxed);
     sb->nextReactivated = nullptr;
@@ -677,7 +694,7 @@ class ScalableHeap {
       object = alignUp(reinterpret_cast<std::uintptr_t>(headerAt(base) + 1), alignment);
     }
     auto* sb = new (headerAt(base)) Superblock();
-    sb->freeFlags = kLargeBlock;
+    sb->freeFlags.store(kLargeBlock, std::memory_order_relaxed);
     sb->topBlock = raw;
     sb->firstObject = reinterpret_cast<char*>(object);
     sb->usableBytes = rawAddress + bytes - object;
