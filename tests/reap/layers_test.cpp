@@ -9,6 +9,7 @@
 
 #include "heapkit/special/ObstackHeap.h"
 #include "heapkit/special/ReapHeap.h"
+#include "heapkit/special/SegregatedFreeLists.h"
 #include "heapkit/special/XallocHeap.h"
 #include "heapkit/special/ZoneHeap.h"
 #include "support/AuditedTop.h"
@@ -223,6 +224,53 @@ TEST(ObstackHeap, ImpossibleSizesFailWithoutChangingTheObject) {
   EXPECT_FALSE(ob.blank(1 << 20)) << "the parent said no";
   EXPECT_EQ(ob.objectSize(), 3u);
   EXPECT_EQ(std::memcmp(ob.base(), "abc", 3), 0);
+}
+
+// ---------------------------------------------------------------- SegregatedFreeLists
+
+// Blocks go in by their size rounded down to a class, requests search from their size
+// rounded up: so every block a request can find is big enough, and a block is missed
+// only when it shares a class with a request bigger than it.
+TEST(SegregatedFreeLists, ClassesRoundDownForBlocksAndUpForRequests) {
+  using Lists = SegregatedFreeLists;
+  std::vector<std::size_t> lowerBound(Lists::kClasses + 1, SIZE_MAX);
+  std::size_t previous = 0;
+  for (std::size_t bytes = 16; bytes < Lists::kMaxBlockBytes; bytes += 16) {
+    std::size_t sizeClass = Lists::classRoundingDown(bytes);
+    ASSERT_LT(sizeClass, Lists::kClasses);
+    ASSERT_GE(sizeClass, previous) << "classes grow with the size";
+    ASSERT_LE(sizeClass, previous + 1) << "no class is skipped";
+    previous = sizeClass;
+    if (lowerBound[sizeClass] == SIZE_MAX) lowerBound[sizeClass] = bytes;
+  }
+  EXPECT_EQ(previous, Lists::kClasses - 1);
+  for (std::size_t bytes = 16; bytes < Lists::kMaxBlockBytes; bytes += 16) {
+    std::size_t sizeClass = Lists::classRoundingUp(bytes);
+    if (sizeClass >= Lists::kClasses) {
+      ASSERT_GT(bytes, lowerBound[Lists::kClasses - 1]) << bytes;
+      continue;
+    }
+    ASSERT_GE(lowerBound[sizeClass], bytes) << "every block of the class fits " << bytes;
+    if (sizeClass > 0) {
+      ASSERT_LT(lowerBound[sizeClass - 1], bytes) << "the first class that fits " << bytes;
+    }
+  }
+}
+
+TEST(SegregatedFreeLists, TakesTheSmallestClassThatFitsLastInFirstOut) {
+  SegregatedFreeLists lists;
+  alignas(16) static char blocks[4][4096];
+  EXPECT_EQ(lists.take(16), nullptr);
+  lists.put(blocks[0], 1024);
+  lists.put(blocks[1], 48);
+  lists.put(blocks[2], 48);
+  lists.put(blocks[3], 1100);
+  EXPECT_EQ(lists.take(48), blocks[2]);
+  EXPECT_EQ(lists.take(32), blocks[1]) << "the 48-byte class is the smallest non-empty one";
+  EXPECT_EQ(lists.take(1040), nullptr) << "1100 shares a class with 1040 (1024-1279): not searched";
+  EXPECT_EQ(lists.take(1024), blocks[3]) << "any block of the class fits 1024: the last one put";
+  EXPECT_EQ(lists.take(16), blocks[0]);
+  EXPECT_EQ(lists.take(16), nullptr);
 }
 
 // ---------------------------------------------------------------- ReapHeap
