@@ -4,9 +4,10 @@
 // preloads libheapkit-record.so with HEAPKIT_RECORD_DIR set and merges the spools into
 // traces afterwards; without HEAPKIT_RECORD_DIR the library forwards and records nothing.
 //
-// Cost per operation: one relaxed fetch_add for the global order, one rdtsc, and about 8
-// bytes of delta-encoded varints in a per-thread buffer; a full buffer goes to the file
-// with one writev(2).
+// Cost per operation: a few stores of a delta-encoded record (3 to 5 bytes) into a
+// per-thread buffer, an increment of the global order (a locked one only once the process
+// has a second thread), and a clock reading on every 16th operation of a thread; a full
+// buffer goes to the file with one writev(2).
 //
 // What is written survives the process: buffers are flushed at thread exit, exit(),
 // _exit(), exec*() and on fatal signals; after a SIGKILL the spool holds every full chunk.
@@ -77,8 +78,9 @@ std::uint64_t nowNs(clockid_t clock) {
 constexpr std::size_t kChunkBytes = 128 * 1024;
 
 struct Buffer {
-  std::uint32_t count;  // records in bytes[0, used)
-  std::uint32_t used;
+  unsigned char* cursor;  // where the next record goes: bytes[0, cursor) holds `count` records
+  unsigned char* limit;   // a record that ends past this flushes the buffer
+  std::uint32_t count;
   std::uint32_t tid;
   Buffer* next;  // in the registry of live buffers
   spool::CodecState state;
@@ -98,6 +100,8 @@ pthread_key_t threadKey;
 std::atomic_flag registryLock = ATOMIC_FLAG_INIT;
 Buffer* registry = nullptr;    // every live buffer, for flushes at exit, exec and crashes
 Buffer* freeBuffers = nullptr;  // buffers of threads that ended, for reuse
+unsigned threadsSeen = 0;       // threads that got a buffer, under the registry lock
+std::atomic<bool> multiThreaded{false};  // see nextSequence()
 
 __attribute__((tls_model("initial-exec"))) thread_local Buffer* threadBuffer = nullptr;
 // Set while the recorder itself runs, so allocations it causes are not recorded.
@@ -120,11 +124,22 @@ void writeChunk(std::uint32_t tid, const unsigned char* bytes, std::uint32_t use
   }
 }
 
-void flush(Buffer* buffer) {
-  std::uint32_t count = buffer->count, used = buffer->used;
+// Room for a record must remain below the limit; after the library's destructor has run,
+// every record is written at once: nothing would flush a buffer later.
+unsigned char* limitOf(Buffer* buffer) {
+  return unbuffered.load(std::memory_order_relaxed) ? buffer->bytes : buffer->bytes + kChunkBytes - spool::kMaxRecordBytes;
+}
+
+void resetBuffer(Buffer* buffer) {
+  buffer->cursor = buffer->bytes;
+  buffer->limit = limitOf(buffer);
   buffer->count = 0;
-  buffer->used = 0;
   buffer->state = {};  // every chunk decodes on its own
+}
+
+void flush(Buffer* buffer) {
+  std::uint32_t count = buffer->count, used = static_cast<std::uint32_t>(buffer->cursor - buffer->bytes);
+  resetBuffer(buffer);
   writeChunk(buffer->tid, buffer->bytes, used, count);
 }
 
@@ -142,11 +157,10 @@ Buffer* newBuffer() {
     if (memory == MAP_FAILED) return nullptr;
     buffer = static_cast<Buffer*>(memory);
   }
-  buffer->count = 0;
-  buffer->used = 0;
-  buffer->state = {};
+  resetBuffer(buffer);
   buffer->tid = static_cast<std::uint32_t>(syscall(SYS_gettid));
   lockRegistry();
+  if (++threadsSeen > 1) multiThreaded.store(true, std::memory_order_relaxed);
   buffer->next = registry;
   registry = buffer;
   unlockRegistry();
@@ -176,35 +190,69 @@ void threadEnded(void* value) {
 // default 16; 1 reads it every time). The order of records never depends on it: that is the sequence number.
 std::uint32_t timeMask = 15;  // timeEvery - 1, a power of two less one: no division here
 
-inline void log(spool::Kind kind, std::uint64_t seq, std::uint64_t address, std::uint64_t a, std::uint64_t b = 0) {
-  Buffer* buffer = threadBuffer;
-  bool stamp = buffer == nullptr || buffer == kReleased || (buffer->count & timeMask) == 0;
-  spool::Record record{seq << 8 | static_cast<std::uint64_t>(kind), stamp ? ticks() : buffer->state.tsc, address, a, b};
-  if (buffer == nullptr || buffer == kReleased) [[unlikely]] {
-    if (buffer == kReleased) {
-      unsigned char bytes[spool::kMaxRecordBytes];
-      spool::CodecState state;
-      auto used = static_cast<std::uint32_t>(spool::encode(bytes, record, state) - bytes);
-      writeChunk(static_cast<std::uint32_t>(syscall(SYS_gettid)), bytes, used, 1);
-      return;
-    }
-    busy = true;
-    buffer = threadBuffer = newBuffer();
-    busy = false;
-    if (buffer == nullptr) return;
+// The global order. While the process has one thread, a plain increment numbers the
+// records; a locked fetch_add (about 20 cycles, and a full barrier that waits for the
+// record's stores) is needed only once a second thread exists. pthread_create sets the
+// flag before the thread starts, so both threads see it from the new thread's first
+// record; a thread started some other way (clone, glibc's internal helpers) sets it when
+// it gets its buffer, and records the two threads make in that instant may share a number,
+// which the merge orders by thread.
+
+inline std::uint64_t nextSequence() {
+  if (!multiThreaded.load(std::memory_order_relaxed)) [[likely]] {
+    std::uint64_t seq = sequence.load(std::memory_order_relaxed);
+    sequence.store(seq + 1, std::memory_order_relaxed);
+    return seq;
   }
-  unsigned char* end = spool::encode(buffer->bytes + buffer->used, record, buffer->state);
-  // The counts are stored after the record, so a flush from a signal handler sees only
-  // whole records.
+  return sequence.fetch_add(1, std::memory_order_relaxed);
+}
+
+template <spool::Kind kind>
+void log(std::uint64_t address, std::uint64_t value, std::uint64_t extra);
+
+// The first record of a thread, and records after its buffer was released at thread exit.
+// Also where nothing is recorded: no spool, or the recorder's own allocations.
+template <spool::Kind kind>
+__attribute__((noinline)) void logSlow(std::uint64_t address, std::uint64_t value, std::uint64_t extra) {
+  if (busy || spoolFd.load(std::memory_order_relaxed) < 0) return;
+  if (threadBuffer == kReleased) {
+    unsigned char bytes[spool::kMaxRecordBytes];
+    spool::CodecState state;
+    std::uint64_t seq = nextSequence();
+    auto used = static_cast<std::uint32_t>(spool::encodeRecord<kind>(bytes, state, seq, true, ticks(), address, value, extra) - bytes);
+    writeChunk(static_cast<std::uint32_t>(syscall(SYS_gettid)), bytes, used, 1);
+    return;
+  }
+  busy = true;
+  threadBuffer = newBuffer();
+  busy = false;
+  if (threadBuffer != nullptr) log<kind>(address, value, extra);
+}
+
+// Appends one record to the thread's buffer: a few stores, no lock, no atomic
+// read-modify-write while the process has one thread, the clock on every 16th record.
+// Everything unusual (no buffer yet, not recording, the recorder's own calls) takes the
+// one test of the buffer pointer to logSlow.
+template <spool::Kind kind>
+inline void log(std::uint64_t address, std::uint64_t value, std::uint64_t extra) {
+  Buffer* buffer = threadBuffer;
+  if (reinterpret_cast<std::uintptr_t>(buffer) <= reinterpret_cast<std::uintptr_t>(kReleased)) [[unlikely]] {
+    logSlow<kind>(address, value, extra);
+    return;
+  }
+  std::uint64_t seq = nextSequence();
+  bool stamped = (buffer->count & timeMask) == 0;  // and so every chunk's first record
+  unsigned char* end = spool::encodeRecord<kind>(buffer->cursor, buffer->state, seq, stamped, stamped ? ticks() : 0,
+                                                 address, value, extra);
+  // The cursor and count are stored after the record, so a flush from a signal handler
+  // sees only whole records.
   std::atomic_signal_fence(std::memory_order_release);
-  buffer->used = static_cast<std::uint32_t>(end - buffer->bytes);
+  buffer->cursor = end;
   ++buffer->count;
-  if (buffer->used > kChunkBytes - spool::kMaxRecordBytes || unbuffered.load(std::memory_order_relaxed)) [[unlikely]]
-    flush(buffer);
+  if (end > buffer->limit) [[unlikely]] flush(buffer);
 }
 
 inline bool recording() { return !busy && spoolFd.load(std::memory_order_relaxed) >= 0; }
-inline std::uint64_t nextSequence() { return sequence.fetch_add(1, std::memory_order_relaxed); }
 
 // ---- the spool file ---------------------------------------------------------------------
 
@@ -274,8 +322,14 @@ F next(const char* name) {
   return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
 }
 
+using PthreadCreateFn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+PthreadCreateFn nextPthreadCreate;
+
 __attribute__((destructor)) void atExit() {
   unbuffered.store(true, std::memory_order_relaxed);
+  lockRegistry();
+  for (Buffer* b = registry; b != nullptr; b = b->next) b->limit = b->bytes;
+  unlockRegistry();
   flushAll();
 }
 
@@ -292,6 +346,7 @@ void heapkit_ep_init(void) {
   nextRealloc = next<ReallocFn>("realloc");
   nextMemalign = next<MemalignFn>("memalign");
   nextUsableSize = next<UsableFn>("malloc_usable_size");
+  nextPthreadCreate = next<PthreadCreateFn>("pthread_create");
   pthread_key_create(&threadKey, threadEnded);
   if (const char* every = getenv("HEAPKIT_RECORD_TIME_EVERY")) {
     long n = strtol(every, nullptr, 10);
@@ -303,35 +358,35 @@ void heapkit_ep_init(void) {
 
 void* heapkit_ep_malloc(size_t size) {
   void* ptr = nextMalloc(size);
-  if (ptr != nullptr && recording()) log(spool::Kind::Malloc, nextSequence(), reinterpret_cast<std::uintptr_t>(ptr), size);
+  if (ptr != nullptr) log<spool::Kind::Malloc>(reinterpret_cast<std::uintptr_t>(ptr), size, 0);
   return ptr;
 }
 
 void* heapkit_ep_calloc(size_t count, size_t size) {
   void* ptr = nextCalloc(count, size);
-  if (ptr != nullptr && recording()) log(spool::Kind::Calloc, nextSequence(), reinterpret_cast<std::uintptr_t>(ptr), count * size);
+  if (ptr != nullptr) log<spool::Kind::Calloc>(reinterpret_cast<std::uintptr_t>(ptr), count * size, 0);
   return ptr;
 }
 
 void* heapkit_ep_memalign(size_t alignment, size_t size) {
   void* ptr = nextMemalign(alignment, size);
-  if (ptr != nullptr && recording())
-    log(spool::Kind::Aligned, nextSequence(), reinterpret_cast<std::uintptr_t>(ptr), size, alignment);
+  if (ptr != nullptr)
+    log<spool::Kind::Aligned>(reinterpret_cast<std::uintptr_t>(ptr), size, alignment);
   return ptr;
 }
 
 void heapkit_ep_free(void* ptr) {
   // Numbered before the memory is released: another thread may get this address next.
-  if (recording()) log(spool::Kind::Free, nextSequence(), reinterpret_cast<std::uintptr_t>(ptr), 0);
+  log<spool::Kind::Free>(reinterpret_cast<std::uintptr_t>(ptr), 0, 0);
   nextFree(ptr);
 }
 
 void* heapkit_ep_realloc(void* ptr, size_t size) {
   if (!recording()) return nextRealloc(ptr, size);
   auto old = reinterpret_cast<std::uintptr_t>(ptr);
-  log(spool::Kind::Release, nextSequence(), old, 0);
+  log<spool::Kind::Release>(old, 0, 0);
   void* moved = nextRealloc(ptr, size);
-  log(spool::Kind::Realloc, nextSequence(), old, reinterpret_cast<std::uintptr_t>(moved), size);
+  log<spool::Kind::Realloc>(old, reinterpret_cast<std::uintptr_t>(moved), size);
   return moved;
 }
 
@@ -352,10 +407,11 @@ void heapkit_ep_fork_child(void) {
   }
   registry = nullptr;
   freeBuffers = nullptr;
+  threadsSeen = 0;
+  multiThreaded.store(false, std::memory_order_relaxed);  // the child has one thread
   if (mine != nullptr && mine != kReleased) {
-    mine->count = 0;
-    mine->used = 0;
-    mine->state = {};
+    threadsSeen = 1;
+    resetBuffer(mine);
     mine->tid = static_cast<std::uint32_t>(syscall(SYS_gettid));
     mine->next = nullptr;
     registry = mine;
@@ -371,6 +427,14 @@ void heapkit_ep_fork_child(void) {
 // ---- exec and _exit: flush first, since neither runs destructors ---------------------------
 
 #pragma GCC visibility push(default)
+
+// A second thread makes the global order need an atomic increment (nextSequence()).
+int pthread_create(pthread_t* thread, const pthread_attr_t* attributes, void* (*start)(void*), void* argument) {
+  multiThreaded.store(true, std::memory_order_relaxed);
+  PthreadCreateFn create = nextPthreadCreate;
+  if (create == nullptr) create = next<PthreadCreateFn>("pthread_create");  // before the wrapper's first call
+  return create(thread, attributes, start, argument);
+}
 
 int execve(const char* path, char* const argv[], char* const envp[]) {
   flushAll();

@@ -121,7 +121,12 @@ MergeSummary mergeSpool(const std::string& spoolPath, std::FILE* out) {
   writer.begin(traceHeader);
 
   // k-way merge on the global sequence number; each thread's records are already in order.
-  auto later = [&](std::size_t a, std::size_t b) { return threads[a].current()->seqKind > threads[b].current()->seqKind; };
+  // Two threads' records share a number only where a thread the recorder did not see
+  // start raced with the first one (Recorder.cpp, nextSequence); the earlier thread goes first.
+  auto later = [&](std::size_t a, std::size_t b) {
+    std::uint64_t sa = threads[a].current()->seqKind >> 8, sb = threads[b].current()->seqKind >> 8;
+    return sa != sb ? sa > sb : a > b;
+  };
   std::priority_queue<std::size_t, std::vector<std::size_t>, decltype(later)> ready(later);
   for (std::size_t i = 0; i < threads.size(); ++i) {
     writer.setOsTid(static_cast<std::uint32_t>(i), threads[i].tid);
@@ -184,7 +189,7 @@ MergeSummary mergeSpool(const std::string& spoolPath, std::FILE* out) {
           break;  // decode() accepts only the kinds above
       }
       if (!t.advance()) break;
-      if (!ready.empty() && t.current()->seqKind > threads[ready.top()].current()->seqKind) {
+      if (!ready.empty() && later(ti, ready.top())) {
         ready.push(ti);
         break;
       }
