@@ -103,8 +103,9 @@ def record(output: Path | None, keep_spool: Path | None, command: tuple[str, ...
               help="Format to write when INPUT is a heapkit trace [default: text].")
 @click.option("--lenient", is_flag=True, help="Skip frees of unknown addresses instead of failing.")
 def convert(input: Path, output: Path, from_: str | None, to: str | None, lenient: bool) -> None:
-    """Convert a log (text, mtrace, heaptrack raw; .gz/.xz/.zst too) into a heapkit trace,
-    or a heapkit trace into a text or mtrace log."""
+    """Convert a log (text, mtrace, heaptrack raw or interpreted; .gz/.xz/.zst too) into a
+    heapkit trace, or a heapkit trace into a text, mtrace or heaptrack log (heaptrack's
+    interpreted file, for heaptrack_print and heaptrack_gui; name it .zst or .gz to compress)."""
     try:
         with _byte_progress("converting") as bar:
             task = bar.add_task("converting", total=None)

@@ -4,9 +4,12 @@
   ``<time> new <address> <size>`` or ``<time> delete <address>`` (heapkit's TraceHeap
   layer writes it).
 * ``mtrace``: the log glibc writes after ``mtrace()`` with ``MALLOC_TRACE`` set.
-* ``heaptrack``: heaptrack's raw data file (``heaptrack --raw``), usually ``.raw.zst``.
+* ``heaptrack``: heaptrack's data files: the raw one (``heaptrack --raw``, usually
+  ``.raw.zst``) and the interpreted one that ``heaptrack_print`` and ``heaptrack_gui`` read
+  (``heaptrack.prog.123.zst``). heapkit exports the interpreted one.
 
 Inputs may be compressed (``.gz``, ``.xz``, ``.zst``); they are streamed, never loaded whole.
+Outputs whose names end so are compressed the same way.
 """
 
 from __future__ import annotations
@@ -21,9 +24,9 @@ from typing import BinaryIO, Callable, Optional
 
 from heapkit import _core
 
-#: Log formats heapkit converts from; the first two it also converts to.
+#: Log formats heapkit converts from, and to.
 LOG_FORMATS = ("text", "mtrace", "heaptrack")
-EXPORT_FORMATS = ("text", "mtrace")
+EXPORT_FORMATS = ("text", "mtrace", "heaptrack")
 
 Progress = Optional[Callable[[int, int], None]]  # (done, total) in bytes
 
@@ -104,18 +107,50 @@ def import_log(
     return summary
 
 
-def export_log(trace: str | PathLike, output: str | PathLike, format: str, progress: Progress = None) -> int:
-    """Writes the heapkit trace as a ``text`` or ``mtrace`` log; returns the operations written.
+def _compressor(path: Path) -> Optional[Callable[[BinaryIO], BinaryIO]]:
+    """A writer that compresses into a binary file, chosen by ``path``'s suffix, or None."""
+    suffix = path.suffix.lower()
+    if suffix == ".gz":
+        return lambda raw: gzip.GzipFile(fileobj=raw, mode="wb")
+    if suffix == ".xz":
+        return lambda raw: lzma.LZMAFile(raw, "wb")
+    if suffix == ".zst":
+        import zstandard
 
-    Traces hold object ids, not addresses: the log gets distinct synthetic addresses. A
-    realloc becomes a delete and a new in ``text``, mtrace's ``<``/``>`` pair in ``mtrace``.
+        return lambda raw: zstandard.ZstdCompressor().stream_writer(raw, closefd=False)
+    return None
+
+
+def export_log(trace: str | PathLike, output: str | PathLike, format: str, progress: Progress = None) -> int:
+    """Writes the heapkit trace as a ``text``, ``mtrace`` or ``heaptrack`` log; returns the
+    operations written. An output named ``.gz``, ``.xz`` or ``.zst`` is compressed.
+
+    Traces hold object ids, not addresses: text and mtrace logs get distinct synthetic
+    addresses; a realloc becomes a delete and a new in ``text``, mtrace's ``<``/``>`` pair
+    in ``mtrace``. ``heaptrack`` writes heaptrack's interpreted data file, which
+    ``heaptrack_print`` and ``heaptrack_gui`` read: every kind of call is a frame of its own
+    (malloc, calloc, realloc, aligned_alloc), times are in milliseconds, and threads are in
+    comments that heaptrack skips and :func:`import_log` reads back.
     """
     if format not in EXPORT_FORMATS:
         raise ValueError(f"cannot convert to {format!r} (choose from {', '.join(EXPORT_FORMATS)})")
-    exporter = _core.Exporter(str(trace), format, str(output))
-    while exporter.step(1 << 18):
-        if progress:
-            progress(exporter.offset, exporter.size)
+    output = Path(output)
+    compress = _compressor(output)
+    # The exporter writes plain text; a compressed output is made from it afterwards.
+    plain = output.with_name(output.name + ".part") if compress else output
+    try:
+        exporter = _core.Exporter(str(trace), format, str(plain))
+        while exporter.step(1 << 18):
+            if progress:
+                progress(exporter.offset, exporter.size)
+        if compress:
+            with open(plain, "rb") as source, open(output, "wb") as raw:
+                with compress(raw) as sink:
+                    while data := source.read(_CHUNK):
+                        sink.write(data)
+    finally:
+        if compress:
+            plain.unlink(missing_ok=True)
     if progress:
         progress(exporter.size, exporter.size)
     return exporter.events

@@ -1,12 +1,14 @@
-// libFuzzer target: whatever the bytes, decoding a trace, profiling it, and reading them
-// as a text, mtrace or heaptrack log must end in success or a clean error: no crash, no
-// hang, no out-of-bounds read (built with ASan and UBSan).
+// libFuzzer target: whatever the bytes, decoding a trace, profiling it, exporting it as
+// each log, reading them as a text, mtrace or heaptrack log (raw or interpreted), and
+// decoding them as the recorder's spool records must end in success or a clean error: no
+// crash, no hang, no out-of-bounds read (built with ASan and UBSan).
 #include <cstdint>
 #include <cstdio>
 #include <stdexcept>
 #include <string_view>
 
 #include "heapkit/trace/Convert.h"
+#include "heapkit/trace/Spool.h"
 #include "heapkit/trace/Stats.h"
 
 using namespace heapkit::trace;
@@ -27,6 +29,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!stats.failed()) (void)stats.result();
   }
   static std::FILE* sink = std::fopen("/dev/null", "w");
+  for (LogFormat format : {LogFormat::Text, LogFormat::Mtrace, LogFormat::Heaptrack}) {
+    LogExporter exporter(format, data, size, sink);
+    while (exporter.step(1000)) {
+    }
+  }
+  {
+    spool::CodecState state;
+    spool::Record record;
+    const unsigned char* p = data;
+    while (p != nullptr && p < data + size) p = spool::decode(p, data + size, record, state);
+  }
   for (LogFormat format : {LogFormat::Text, LogFormat::Mtrace, LogFormat::Heaptrack}) {
     for (bool lenient : {false, true}) {
       try {

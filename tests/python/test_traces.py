@@ -118,6 +118,90 @@ def test_heaptrack_raw_file_of_a_real_program(programs, tmp_path):
     assert sizes.get(12345) == 1
 
 
+def _stats_json(cli, trace) -> dict:
+    import json
+
+    done = run(cli, "stats", "--json", trace)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _all_events(trace) -> dict:
+    chunks = list(heapkit.events(trace))
+    return {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
+
+
+# What a heaptrack file cannot carry: nanoseconds (its clock ticks in milliseconds), the
+# header, and so the encoded size.
+_TIMED = {"header", "duration_ns", "lifetime_ns_mean", "live_over_time", "trace_bytes", "bytes_per_event"}
+
+
+@pytest.mark.skipif(shutil.which("heaptrack_print") is None, reason="heaptrack is not installed")
+@pytest.mark.parametrize("program", ["known", "threads_fork_exec"])
+def test_heaptrack_export_reads_in_heaptrack_print_and_round_trips(programs, tmp_path, heapkit_cli, program):
+    trace = tmp_path / f"{program}.hkt"
+    done = run(heapkit_cli, "record", "-o", trace, "--", programs[program])
+    assert done.returncode in (0, 5), done.stderr
+    exported = tmp_path / f"heaptrack.{program}.zst"
+    done = run(heapkit_cli, "convert", trace, "-o", exported, "--to", "heaptrack")
+    assert done.returncode == 0, done.stderr
+    original = _stats_json(heapkit_cli, trace)
+
+    # heaptrack's own reader: its totals are the trace's.
+    stacks = tmp_path / "peak.stacks"
+    shown = subprocess.run(["heaptrack_print", "-f", str(exported), "-F", str(stacks), "--flamegraph-cost-type", "peak"],
+                           capture_output=True, text=True, check=True)
+    assert "failed" not in shown.stderr.lower(), shown.stderr
+    calls = int(shown.stdout.split("calls to allocation functions:")[1].split()[0])
+    assert calls == original["objects"]
+    # The flame graph's "peak" cost is each backtrace's bytes at the peak: they add up to it.
+    peak = sum(int(line.rsplit(" ", 1)[1]) for line in stacks.read_text().splitlines() if line.strip())
+    assert peak == original["max_live_bytes"]
+    leaked = tmp_path / "leaked.stacks"
+    subprocess.run(["heaptrack_print", "-f", str(exported), "-F", str(leaked), "--flamegraph-cost-type", "leaked"],
+                   capture_output=True, check=True)
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in leaked.read_text().splitlines() if line.strip()) == original["end_live_bytes"]
+    # Every kind of call is a frame of its own.
+    if program == "known":
+        for frame in ("malloc", "calloc", "realloc", "aligned_alloc [alignment 4096]", "aligned_alloc [alignment 256]"):
+            assert f"\n{frame}\n" in shown.stdout, frame
+
+    # And back: the same operations on the same objects in the same threads.
+    back = tmp_path / f"{program}.back.hkt"
+    done = run(heapkit_cli, "convert", exported, "-o", back)
+    assert done.returncode == 0, done.stderr
+    imported = _stats_json(heapkit_cli, back)
+    assert {k: v for k, v in imported.items() if k not in _TIMED} == {k: v for k, v in original.items() if k not in _TIMED}
+    a, b = _all_events(trace), _all_events(back)
+    for column in ("op", "thread", "id", "old_id", "size", "alignment"):
+        assert np.array_equal(a[column], b[column]), column
+    assert np.array_equal(a["time"] // 1_000_000, b["time"] // 1_000_000)
+    assert [t["os_tid"] for t in imported["threads"]] == [t["os_tid"] for t in original["threads"]]
+
+
+def test_heaptrack_interpreted_file_errors_name_the_line(tmp_path, heapkit_cli):
+    head = "v 10400 3\nX prog\ns d heapkit-trace\ns 6 malloc\ni 1000 1 2\nt 1 0\na 20 1\n"
+    cases = {
+        "+ 7\n": "allocation site 7 is not defined yet",
+        "- 0\n": "no live allocation",
+        "a 20 9\n": "backtrace 9 is not defined yet",
+        "s 9 short\n": "string of 5 bytes where its line says 9",
+        "m 1 -\n": "a line of heaptrack's raw file ('m') in its interpreted file",
+        "# heapkit thread x tid 1\n": "expected '# heapkit thread <index> tid <os thread id>'",
+    }
+    for n, (tail, message) in enumerate(cases.items()):
+        log = tmp_path / f"bad{n}.heaptrack"
+        log.write_text(head + tail)
+        done = run(heapkit_cli, "convert", "--from", "heaptrack", log, "-o", tmp_path / "bad.hkt")
+        assert done.returncode == 1, (tail, done.stdout)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "line 8 (offset" in lines[0] and message in lines[0], (tail, done.stderr)
+        assert not (tmp_path / "bad.hkt").exists()
+    log = tmp_path / "lenient.heaptrack"
+    log.write_text(head + "- 0\n+ 0\n")
+    assert heapkit.import_log(log, tmp_path / "ok.hkt", "heaptrack", lenient=True)["unknown_frees"] == 1
+
+
 # ---- bad input ------------------------------------------------------------------------------
 
 

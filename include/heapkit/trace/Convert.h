@@ -2,7 +2,8 @@
 //  - text: the DMM papers' profiling format, "<time> new <address> <size>" and
 //    "<time> delete <address>" (what utility/TraceHeap.h writes);
 //  - mtrace: glibc's mtrace() log ("@ caller + 0xADDR 0xSIZE", "- ", "<", ">");
-//  - heaptrack: heaptrack's raw data file (`heaptrack --raw`, decompressed);
+//  - heaptrack: heaptrack's data files, decompressed: the raw one (`heaptrack --raw`) and the
+//    interpreted one that heaptrack_print and heaptrack_gui read (imported and exported);
 //  - spool: the recorder's output (heapkit/trace/Spool.h).
 // Importers take the log in pieces (feed), so callers can decompress and show progress.
 // Errors are std::runtime_error with a one-line message that says where.
@@ -53,12 +54,18 @@ class LogImporter {
   std::unique_ptr<Impl> impl_;
 };
 
-// Writes a trace as text or mtrace, with synthetic addresses (traces hold ids, not
-// addresses). Neither format has realloc in one line of text: text writes a delete and a
-// new; mtrace its own "<" and ">" pair. Returns false and sets `error` on a bad trace.
+// Writes a trace as text, mtrace or heaptrack's interpreted data file. Text and mtrace get
+// synthetic addresses (traces hold ids, not addresses); neither has realloc in one line:
+// text writes a delete and a new, mtrace its own "<" and ">" pair. Heaptrack frees name an
+// allocation site (size and backtrace), not an address, so every live object gets a
+// backtrace of its own (see Import.cpp) and the import finds exactly the object freed.
+// Returns false and sets `error` on a bad trace.
 class LogExporter {
  public:
   LogExporter(LogFormat format, const unsigned char* trace, std::size_t size, std::FILE* out);
+  ~LogExporter();
+  LogExporter(const LogExporter&) = delete;
+  LogExporter& operator=(const LogExporter&) = delete;
   // Converts up to maxEvents operations; returns false when done (check failed()).
   bool step(std::uint64_t maxEvents);
   bool failed() const { return decoder_.failed(); }
@@ -67,10 +74,14 @@ class LogExporter {
   std::uint64_t events() const { return decoder_.events(); }
 
  private:
+  struct Heaptrack;
+  void writeHeaptrack(const Event& e);
+
   LogFormat format_;
   TraceDecoder decoder_;
   std::FILE* out_;
   bool started_ = false;
+  std::unique_ptr<Heaptrack> heaptrack_;
 };
 
 struct MergeSummary {
