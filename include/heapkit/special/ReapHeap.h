@@ -4,7 +4,8 @@
 //  - Region mode: objects are bumped out of a ZoneHeap (chunks of 8 KiB, 16 KiB, ...,
 //    exactly the region's growth) with an 8-byte header each, so that an object's size
 //    is known if it is freed. Nothing else happens per object: the bump is ZoneHeap's,
-//    inlined, plus the header store.
+//    inlined, plus one compare (large object or heap mode?) and the header store; no
+//    counter (bytesInUse derives from ZoneHeap's count of bumped bytes).
 //  - The first free switches to heap mode: the reap carves its free lists out of its
 //    own chunk (a reap that never frees never pays for them) and freed objects go there,
 //    segregated by size (16-byte classes below 512 bytes, then four per power of two).
@@ -60,7 +61,7 @@ class ReapHeap : public ZoneHeap<Super, reap::kFirstChunkBytes> {
 
  public:
   static constexpr std::size_t Alignment = kMinAlignment;
-  // The word before an object is its block size, not its usable size (sizeword.h).
+  // The word before an object is its block size, not its usable size (core/SizeWord.h).
   static constexpr bool KeepsSizeWord = false;
   static constexpr std::size_t kHeaderBytes = reap::kHeaderBytes;
 
