@@ -104,9 +104,15 @@ inline bool ready() {
 
 // ---- the family, once, for both the C and the C++ entry points -----------------------------
 
-inline void* doMalloc(std::size_t size) {
-  if (!ready()) return bootstrapAlloc(16, size);
+// Out of line, so that the common case keeps no register alive across a call.
+[[gnu::noinline]] void* mallocBeforeReady(std::size_t size) {
+  if (!initialize()) return bootstrapAlloc(16, size);
   return family.malloc(size);
+}
+
+inline void* doMalloc(std::size_t size) {
+  if (state.load(std::memory_order_acquire) == kReady) [[likely]] return family.malloc(size);
+  return mallocBeforeReady(size);
 }
 
 inline void* doMemalign(std::size_t alignment, std::size_t size) {

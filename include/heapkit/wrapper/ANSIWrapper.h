@@ -45,8 +45,9 @@ class ANSIWrapper : public Super {
   ANSIWrapper() = default;
 
   void* malloc(std::size_t size) {
-    if (size > kMaxRequestBytes) return fail(ENOMEM);
-    void* object = Super::malloc(size == 0 ? 1 : size);
+    // One comparison on the common path for both odd cases: 0 and sizes over PTRDIFF_MAX.
+    if (size - 1 >= kMaxRequestBytes) [[unlikely]] return size == 0 ? malloc(1) : fail(ENOMEM);
+    void* object = Super::malloc(size);
     return object != nullptr ? object : fail(ENOMEM);
   }
 
