@@ -123,7 +123,7 @@ TEST(PHOThreadHeap, BlockFreedByAnotherThreadReturnsToItsOwner) {
   // Back in the owner's quick list: the owner's next request of that size reuses it.
   void* again = nullptr;
   EXPECT_EQ(heap.heap(owner).bytesHeld(), ownerHeld);
-  again = heap.heap(owner).malloc(100 + 16);
+  again = heap.heap(owner).malloc(alignUp(100, kMinAlignment) + 16);  // what PHOThreadHeap asked its heap for
   EXPECT_EQ(static_cast<char*>(again), static_cast<char*>(block) - 16);
   heap.heap(owner).free(again);
 }
@@ -198,6 +198,58 @@ TEST(ScalableHeap, MemalignAndInteriorPointers) {
   EXPECT_EQ(heap.memalign(48, 10), nullptr) << "not a power of two";
   EXPECT_EQ(heap.malloc(SIZE_MAX), nullptr);
   EXPECT_EQ(heap.memalign(64, SIZE_MAX - 100), nullptr);
+}
+
+// The owner takes a remote list whole (walk, then splice): every block must be counted,
+// or the superblocks never empty and never return to the pool.
+TEST(ScalableHeap, RemoteListsSplicedWholeKeepTheCounts) {
+  Scalable heap;
+  std::atomic<int> phase{0};
+  std::vector<void*> blocks(30000);
+  std::size_t pooledBefore = 0;
+  std::thread owner([&] {
+    void* warm = heap.malloc(16);  // the first arena
+    heap.free(warm);
+    heap.releaseThisThreadsHeap();  // every superblock is in the pool now
+    pooledBefore = heap.pooledSuperblocks();
+    for (void*& block : blocks) block = heap.malloc(48);
+    phase = 1;
+    while (phase != 2) std::this_thread::yield();
+    // Everything came back remotely; allocating again collects the lists, and freeing
+    // it all locally, then releasing the heap, must give every superblock back.
+    for (void*& block : blocks) block = heap.malloc(48);
+    for (void* block : blocks) heap.free(block);
+    heap.releaseThisThreadsHeap();
+  });
+  while (phase != 1) std::this_thread::yield();
+  for (void* block : blocks) heap.free(block);  // remote: this thread owns none of them
+  phase = 2;
+  owner.join();
+  EXPECT_EQ(heap.pooledSuperblocks(), pooledBefore) << "a superblock kept a stale count of blocks in use";
+}
+
+// memalign's interior pointers and large blocks leave the free fast path through the
+// header's flags, from the owner and from other threads alike.
+TEST(ScalableHeap, FlaggedSuperblocksFreedLocallyAndRemotely) {
+  Scalable heap;
+  std::vector<void*> local, remote;
+  for (int i = 0; i < 2000; ++i) {
+    std::size_t alignment = std::size_t{32} << (i % 6);
+    void* block = i % 3 == 0 ? heap.malloc(40000 + i) : heap.memalign(alignment, 24 + i % 500);
+    ASSERT_NE(block, nullptr);
+    ASSERT_EQ(reinterpret_cast<std::uintptr_t>(block) % (i % 3 == 0 ? kMinAlignment : alignment), 0u);
+    std::memset(block, i & 0xff, 24);
+    (i % 2 == 0 ? local : remote).push_back(block);
+  }
+  std::thread other([&] {
+    for (void* block : remote) heap.free(block);
+  });
+  for (void* block : local) heap.free(block);
+  other.join();
+  heap.releaseThisThreadsHeap();
+  void* again = heap.memalign(64, 100);  // the heap still works after all of it
+  ASSERT_NE(again, nullptr);
+  heap.free(again);
 }
 
 TEST(ScalableHeap, SizeClasses) {
