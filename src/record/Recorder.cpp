@@ -26,6 +26,7 @@
 #include <x86intrin.h>
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cerrno>
@@ -83,7 +84,8 @@ struct Buffer {
   std::uint32_t count;
   std::uint32_t tid;
   Buffer* next;  // in the registry of live buffers
-  spool::CodecState state;
+  spool::CodecState state;  // state.seq: the thread's latest sequence number
+  std::uint64_t chunkSeqBase;  // state.seq before the chunk's first record
   unsigned char bytes[kChunkBytes];
 };
 
@@ -101,7 +103,6 @@ std::atomic_flag registryLock = ATOMIC_FLAG_INIT;
 Buffer* registry = nullptr;    // every live buffer, for flushes at exit, exec and crashes
 Buffer* freeBuffers = nullptr;  // buffers of threads that ended, for reuse
 unsigned threadsSeen = 0;       // threads that got a buffer, under the registry lock
-std::atomic<bool> multiThreaded{false};  // see nextSequence()
 
 __attribute__((tls_model("initial-exec"))) thread_local Buffer* threadBuffer = nullptr;
 // Set while the recorder itself runs, so allocations it causes are not recorded.
@@ -113,10 +114,10 @@ void lockRegistry() {
 void unlockRegistry() { registryLock.clear(std::memory_order_release); }
 
 // Async-signal-safe: write(2) and clock_gettime only.
-void writeChunk(std::uint32_t tid, const unsigned char* bytes, std::uint32_t used, std::uint32_t count) {
+void writeChunk(std::uint32_t tid, const unsigned char* bytes, std::uint32_t used, std::uint32_t count, std::uint64_t seqBase) {
   int fd = spoolFd.load(std::memory_order_relaxed);
   if (fd < 0 || count == 0) return;
-  spool::ChunkHeader header{spool::kChunkMagic, tid, count, used, ticks(), nowNs(CLOCK_MONOTONIC)};
+  spool::ChunkHeader header{spool::kChunkMagic, tid, count, used, ticks(), nowNs(CLOCK_MONOTONIC), seqBase};
   struct iovec parts[2] = {{&header, sizeof header}, {const_cast<unsigned char*>(bytes), used}};
   // O_APPEND makes each writev land whole at the end of the file, whatever other threads
   // write at the same time.
@@ -134,17 +135,38 @@ void resetBuffer(Buffer* buffer) {
   buffer->cursor = buffer->bytes;
   buffer->limit = limitOf(buffer);
   buffer->count = 0;
-  buffer->state = {};  // every chunk decodes on its own
+  buffer->state = {buffer->state.seq, 0, 0};  // every chunk decodes on its own
+  buffer->chunkSeqBase = buffer->state.seq;
 }
 
 void flush(Buffer* buffer) {
   std::uint32_t count = buffer->count, used = static_cast<std::uint32_t>(buffer->cursor - buffer->bytes);
+  std::uint64_t seqBase = buffer->chunkSeqBase;
   resetBuffer(buffer);
-  writeChunk(buffer->tid, buffer->bytes, used, count);
+  writeChunk(buffer->tid, buffer->bytes, used, count, seqBase);
 }
 
 void flushAll() {
   for (Buffer* b = registry; b != nullptr; b = b->next) flush(b);
+}
+
+// The global order. While the process has one thread, its records are numbered by the
+// thread's own count (state.seq + 1: no shared counter, no test in the encoder); a locked
+// fetch_add on the shared counter (about 20 cycles, and a barrier that waits for the
+// record's stores) is needed only once a second thread exists. pthread_create switches
+// before the thread starts, so the new thread sees the switch from its first record; a
+// thread started some other way (clone, glibc's internal helpers) switches when it gets
+// its buffer, and records the first thread makes in that instant may share a number with
+// the new thread's, which the merge orders by thread.
+std::atomic<bool> multiThreaded{false};
+
+// Under the registry lock: the shared counter continues after every number a thread used.
+void becomeMultiThreaded() {
+  if (multiThreaded.load(std::memory_order_relaxed)) return;
+  std::uint64_t latest = 0;
+  for (Buffer* b = registry; b != nullptr; b = b->next) latest = std::max(latest, b->state.seq);
+  sequence.store(latest + 1, std::memory_order_relaxed);
+  multiThreaded.store(true, std::memory_order_relaxed);
 }
 
 Buffer* newBuffer() {
@@ -157,10 +179,11 @@ Buffer* newBuffer() {
     if (memory == MAP_FAILED) return nullptr;
     buffer = static_cast<Buffer*>(memory);
   }
+  buffer->state = {};
   resetBuffer(buffer);
   buffer->tid = static_cast<std::uint32_t>(syscall(SYS_gettid));
   lockRegistry();
-  if (++threadsSeen > 1) multiThreaded.store(true, std::memory_order_relaxed);
+  if (++threadsSeen > 1) becomeMultiThreaded();
   buffer->next = registry;
   registry = buffer;
   unlockRegistry();
@@ -190,23 +213,6 @@ void threadEnded(void* value) {
 // default 16; 1 reads it every time). The order of records never depends on it: that is the sequence number.
 std::uint32_t timeMask = 15;  // timeEvery - 1, a power of two less one: no division here
 
-// The global order. While the process has one thread, a plain increment numbers the
-// records; a locked fetch_add (about 20 cycles, and a full barrier that waits for the
-// record's stores) is needed only once a second thread exists. pthread_create sets the
-// flag before the thread starts, so both threads see it from the new thread's first
-// record; a thread started some other way (clone, glibc's internal helpers) sets it when
-// it gets its buffer, and records the two threads make in that instant may share a number,
-// which the merge orders by thread.
-
-inline std::uint64_t nextSequence() {
-  if (!multiThreaded.load(std::memory_order_relaxed)) [[likely]] {
-    std::uint64_t seq = sequence.load(std::memory_order_relaxed);
-    sequence.store(seq + 1, std::memory_order_relaxed);
-    return seq;
-  }
-  return sequence.fetch_add(1, std::memory_order_relaxed);
-}
-
 template <spool::Kind kind>
 void log(std::uint64_t address, std::uint64_t value, std::uint64_t extra);
 
@@ -218,9 +224,12 @@ __attribute__((noinline)) void logSlow(std::uint64_t address, std::uint64_t valu
   if (threadBuffer == kReleased) {
     unsigned char bytes[spool::kMaxRecordBytes];
     spool::CodecState state;
-    std::uint64_t seq = nextSequence();
+    lockRegistry();
+    becomeMultiThreaded();  // this thread has no count of its own any more
+    unlockRegistry();
+    std::uint64_t seq = sequence.fetch_add(1, std::memory_order_relaxed);
     auto used = static_cast<std::uint32_t>(spool::encodeRecord<kind>(bytes, state, seq, true, ticks(), address, value, extra) - bytes);
-    writeChunk(static_cast<std::uint32_t>(syscall(SYS_gettid)), bytes, used, 1);
+    writeChunk(static_cast<std::uint32_t>(syscall(SYS_gettid)), bytes, used, 1, 0);
     return;
   }
   busy = true;
@@ -232,15 +241,9 @@ __attribute__((noinline)) void logSlow(std::uint64_t address, std::uint64_t valu
 // Appends one record to the thread's buffer: a few stores, no lock, no atomic
 // read-modify-write while the process has one thread, the clock on every 16th record.
 // Everything unusual (no buffer yet, not recording, the recorder's own calls) takes the
-// one test of the buffer pointer to logSlow.
+// one test of the buffer pointer in log() to logSlow.
 template <spool::Kind kind>
-inline void log(std::uint64_t address, std::uint64_t value, std::uint64_t extra) {
-  Buffer* buffer = threadBuffer;
-  if (reinterpret_cast<std::uintptr_t>(buffer) <= reinterpret_cast<std::uintptr_t>(kReleased)) [[unlikely]] {
-    logSlow<kind>(address, value, extra);
-    return;
-  }
-  std::uint64_t seq = nextSequence();
+inline void append(Buffer* buffer, std::uint64_t seq, std::uint64_t address, std::uint64_t value, std::uint64_t extra) {
   bool stamped = (buffer->count & timeMask) == 0;  // and so every chunk's first record
   unsigned char* end = spool::encodeRecord<kind>(buffer->cursor, buffer->state, seq, stamped, stamped ? ticks() : 0,
                                                  address, value, extra);
@@ -250,6 +253,26 @@ inline void log(std::uint64_t address, std::uint64_t value, std::uint64_t extra)
   buffer->cursor = end;
   ++buffer->count;
   if (end > buffer->limit) [[unlikely]] flush(buffer);
+}
+
+// Numbered from the shared counter, once the process has more than one thread.
+template <spool::Kind kind>
+__attribute__((noinline)) void appendNumbered(Buffer* buffer, std::uint64_t address, std::uint64_t value, std::uint64_t extra) {
+  append<kind>(buffer, sequence.fetch_add(1, std::memory_order_relaxed), address, value, extra);
+}
+
+template <spool::Kind kind>
+inline void log(std::uint64_t address, std::uint64_t value, std::uint64_t extra) {
+  Buffer* buffer = threadBuffer;
+  if (reinterpret_cast<std::uintptr_t>(buffer) <= reinterpret_cast<std::uintptr_t>(kReleased)) [[unlikely]] {
+    logSlow<kind>(address, value, extra);
+    return;
+  }
+  // One thread: the number is the thread's own next, which the encoder needs not write.
+  if (!multiThreaded.load(std::memory_order_relaxed)) [[likely]]
+    append<kind>(buffer, buffer->state.seq + 1, address, value, extra);
+  else
+    appendNumbered<kind>(buffer, address, value, extra);
 }
 
 inline bool recording() { return !busy && spoolFd.load(std::memory_order_relaxed) >= 0; }
@@ -408,7 +431,7 @@ void heapkit_ep_fork_child(void) {
   registry = nullptr;
   freeBuffers = nullptr;
   threadsSeen = 0;
-  multiThreaded.store(false, std::memory_order_relaxed);  // the child has one thread
+  multiThreaded.store(false, std::memory_order_relaxed);  // the child has one thread: its own count numbers it
   if (mine != nullptr && mine != kReleased) {
     threadsSeen = 1;
     resetBuffer(mine);
@@ -430,7 +453,9 @@ void heapkit_ep_fork_child(void) {
 
 // A second thread makes the global order need an atomic increment (nextSequence()).
 int pthread_create(pthread_t* thread, const pthread_attr_t* attributes, void* (*start)(void*), void* argument) {
-  multiThreaded.store(true, std::memory_order_relaxed);
+  lockRegistry();
+  becomeMultiThreaded();
+  unlockRegistry();
   PthreadCreateFn create = nextPthreadCreate;
   if (create == nullptr) create = next<PthreadCreateFn>("pthread_create");  // before the wrapper's first call
   return create(thread, attributes, start, argument);

@@ -17,6 +17,7 @@ struct Run {  // a chunk's encoded records
   const unsigned char* begin;
   const unsigned char* end;
   std::uint32_t count;
+  std::uint64_t seqBase;
 };
 
 // One thread's records, decoded one at a time across its chunks.
@@ -53,7 +54,7 @@ struct ThreadStream {
       if (run >= runs.size()) return false;
       p = runs[run].begin;
       left = runs[run].count;
-      state = {};
+      state = {runs[run].seqBase, 0, 0};
     }
   }
 };
@@ -99,7 +100,7 @@ MergeSummary mergeSpool(const std::string& spoolPath, std::FILE* out) {
       threads.emplace_back();
       threads.back().tid = chunk.tid;
     }
-    threads[it->second].runs.push_back({data + offset, data + offset + bytes, chunk.count});
+    threads[it->second].runs.push_back({data + offset, data + offset + bytes, chunk.count, chunk.seqBase});
     if (chunk.ns > lastNs) {
       lastNs = chunk.ns;
       lastTsc = chunk.tsc;

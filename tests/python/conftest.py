@@ -66,6 +66,39 @@ int main(void) {
   return *nothing;  /* SIGSEGV */
 }
 """,
+    # Objects allocated on one thread and freed on another while the allocator hands the
+    # same addresses out again: the trace is right only if the recorder orders the threads'
+    # operations exactly (the single-thread numbering must hand over to the shared one).
+    "handoff": r"""
+#include <pthread.h>
+#include <stdlib.h>
+#define N 20000
+static void* volatile slot[64];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static void* consume(void* arg) {
+  (void)arg;
+  for (int done = 0; done < N;) {
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < 64; i++)
+      if (slot[i]) { free(slot[i]); slot[i] = NULL; done++; }
+    pthread_mutex_unlock(&lock);
+  }
+  return NULL;
+}
+int main(void) {
+  for (int i = 0; i < 1000; i++) { void* volatile p = malloc(3131); free(p); }  /* before the thread */
+  pthread_t t;
+  pthread_create(&t, NULL, consume, NULL);
+  for (int made = 0; made < N;) {
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < 64 && made < N; i++)
+      if (!slot[i]) { slot[i] = malloc(4040); made++; }
+    pthread_mutex_unlock(&lock);
+  }
+  pthread_join(t, NULL);
+  return 0;
+}
+""",
     "mtrace": r"""
 #include <mcheck.h>
 #include <stdlib.h>

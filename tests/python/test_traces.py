@@ -262,6 +262,22 @@ def test_record_every_entry_point(programs, tmp_path):
     assert s.frees == 1004
 
 
+def test_record_orders_threads_that_hand_objects_over(programs, tmp_path, heapkit_cli):
+    out = tmp_path / "handoff.hkt"
+    done = run(heapkit_cli, "record", "-o", out, "--", programs["handoff"])
+    assert done.returncode == 0, done.stderr
+    assert run(heapkit_cli, "check", out).returncode == 0
+    s = heapkit.stats(out, top_sizes=100)
+    sizes = dict(s.top_sizes)
+    assert sizes[4040] == 20000 and sizes[3131] == 1000
+    consumer = [t for t in s.threads if t.remote_frees >= 20000]
+    assert len(consumer) == 1, s.threads  # every object freed by the thread that did not allocate it
+    ops = _all_events(out)
+    freed = set(ops["id"][ops["op"] == 4].tolist())
+    made = ops["id"][(ops["op"] == 0) & (ops["size"] == 4040)]
+    assert all(int(i) in freed for i in made)
+
+
 def test_record_threads_fork_and_exec(programs, tmp_path, heapkit_cli):
     out = tmp_path / "tfe.hkt"
     done = run(heapkit_cli, "record", "-o", out, "--", programs["threads_fork_exec"])

@@ -329,7 +329,7 @@ struct SpoolBuilder {
     unsigned char* p = encoded.data();
     for (const auto& r : records) p = spool::encode(p, r, state);
     auto used = static_cast<std::uint32_t>(p - encoded.data());
-    spool::ChunkHeader c{spool::kChunkMagic, tid, static_cast<std::uint32_t>(records.size()), used, tsc, (tsc - 1000) * 2};
+    spool::ChunkHeader c{spool::kChunkMagic, tid, static_cast<std::uint32_t>(records.size()), used, tsc, (tsc - 1000) * 2, 0};
     bytes.append(reinterpret_cast<char*>(&c), sizeof c);
     bytes.append(reinterpret_cast<const char*>(encoded.data()), used);
   }

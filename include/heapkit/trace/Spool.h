@@ -35,7 +35,8 @@ struct FileHeader {
 };
 
 // Chunk header, followed by `bytes` bytes that encode `count` records. The (tsc, ns) pair
-// taken at each flush lets the merge convert ticks to nanoseconds.
+// taken at each flush lets the merge convert ticks to nanoseconds. A thread's sequence
+// numbers run on from chunk to chunk: seqBase is the one before the chunk's first record.
 struct ChunkHeader {
   std::uint32_t magic;  // kChunkMagic
   std::uint32_t tid;
@@ -43,8 +44,9 @@ struct ChunkHeader {
   std::uint32_t bytes;
   std::uint64_t tsc;
   std::uint64_t ns;
+  std::uint64_t seqBase;
 };
-inline constexpr std::uint32_t kChunkMagic = 0x4b4e4843;  // "CHNK"
+inline constexpr std::uint32_t kChunkMagic = 0x324b4843;  // "CHK2"
 
 // seqKind: global sequence number << 8 | Kind. The sequence orders events across threads:
 // a free takes its number before the memory is released, an allocation after it is
@@ -57,10 +59,11 @@ struct Record {
   std::uint64_t b;        // Realloc: the size; Aligned: the alignment
 };
 
-static_assert(sizeof(FileHeader) == 40 && sizeof(ChunkHeader) == 32 && sizeof(Record) == 40);
+static_assert(sizeof(FileHeader) == 40 && sizeof(ChunkHeader) == 40 && sizeof(Record) == 40);
 
-// Encoding, relative to the previous record of the same chunk (the state starts at zero in
-// every chunk, so chunks decode on their own). It is built for the recorder's hot path:
+// Encoding, relative to the previous record of the same chunk (the state starts at
+// {seqBase, 0, 0} in every chunk, so chunks decode on their own). It is built for the
+// recorder's hot path:
 // field lengths are whole bytes, so a field is one unaligned 8-byte store and a length
 // from a count of leading zeros, with no loop and no branch per byte.
 //
@@ -91,8 +94,8 @@ inline std::uint64_t zigzag(std::uint64_t delta) {
 }
 inline std::uint64_t unzigzag(std::uint64_t v) { return (v >> 1) ^ (0 - (v & 1)); }
 
-// 1 to 8: the bytes that hold v (0 takes one byte).
-inline unsigned byteLength(std::uint64_t v) { return (71u - static_cast<unsigned>(__builtin_clzll(v | 1))) >> 3; }
+// 0 to 7: the bytes that hold v, less one (0 takes one byte), as the header stores it.
+inline unsigned lengthCode(std::uint64_t v) { return static_cast<unsigned>(63 - __builtin_clzll(v | 1)) >> 3; }
 
 inline void store64(unsigned char* p, std::uint64_t v) {
   if constexpr (std::endian::native != std::endian::little) v = __builtin_bswap64(v);
@@ -105,31 +108,34 @@ inline void store64(unsigned char* p, std::uint64_t v) {
 template <Kind kind>
 inline unsigned char* encodeRecord(unsigned char* p, CodecState& s, std::uint64_t seq, bool stamped, std::uint64_t tsc,
                                    std::uint64_t address, std::uint64_t value = 0, std::uint64_t extra = 0) {
-  std::uint64_t addressField = zigzag(address - s.address);
-  unsigned addressBytes = byteLength(addressField);
-  unsigned header = static_cast<unsigned>(kind) | (addressBytes - 1) << 5;
+  // Everything read from the state is read before the first store: p may alias it as far
+  // as the compiler knows, and a caller that passes seq = s.seq + 1 lets it drop the test.
+  const std::uint64_t seqDelta = seq - s.seq, previousTsc = s.tsc;
+  const std::uint64_t addressField = zigzag(address - s.address);
+  const unsigned addressCode = lengthCode(addressField);
+  unsigned header = static_cast<unsigned>(kind) | addressCode << 5;
   unsigned char* q = p + 1;
   std::uint64_t valueField = 0;
-  unsigned valueBytes = 0;
+  unsigned valueCode = 0;
   if constexpr (hasValue(kind)) {
     valueField = kind == Kind::Realloc ? zigzag(value - address) : value;
-    valueBytes = byteLength(valueField);
-    *q++ = static_cast<unsigned char>(valueBytes - 1);
+    valueCode = lengthCode(valueField);
+    *q++ = static_cast<unsigned char>(valueCode);
   }
   store64(q, addressField);
-  q += addressBytes;
+  q += addressCode + 1;
   if constexpr (hasValue(kind)) {
     store64(q, valueField);
-    q += valueBytes;
+    q += valueCode + 1;
   }
-  if (seq != s.seq + 1) [[unlikely]] {
+  if (seqDelta != 1) [[unlikely]] {
     header |= kExplicitSequenceBit;
-    q += putVarint(q, seq - s.seq);
+    q += putVarint(q, seqDelta);
   }
   if (stamped) {
-    if (tsc < s.tsc) tsc = s.tsc;
+    if (tsc < previousTsc) tsc = previousTsc;
     header |= kStampedBit;
-    q += putVarint(q, tsc - s.tsc);
+    q += putVarint(q, tsc - previousTsc);
     s.tsc = tsc;
   }
   if constexpr (hasExtra(kind)) q += putVarint(q, extra);
