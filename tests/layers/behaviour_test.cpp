@@ -188,8 +188,9 @@ TEST(CoalesceHeap, SplitsARegionIntoAdjacentBlocks) {
   Coalescing heap;
   auto* a = static_cast<char*>(heap.malloc(100));
   auto* b = static_cast<char*>(heap.malloc(100));
-  EXPECT_EQ(b, a + heap.getSize(a) + 16) << "b is cut from the remainder right after a";
-  EXPECT_EQ(heap.getSize(a), 112u);
+  // 100 bytes round up to 104 usable: a 112-byte block, whose last 8 bytes are b's size word.
+  EXPECT_EQ(heap.getSize(a), 104u);
+  EXPECT_EQ(b, a + heap.getSize(a) + 8) << "b is cut from the remainder right after a";
   EXPECT_LT(heap.bytesHeld(), 2u * 64 * 1024) << "both from one region";
 }
 
@@ -200,13 +201,32 @@ TEST(CoalesceHeap, MergesFreedNeighboursAndReleasesAWholeRegion) {
     void* keep = heap.malloc(200);  // keeps the region alive until the end
     int orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
     for (int i : orders[order]) heap.free(blocks[i]);
-    // The three freed 208-byte blocks (with two headers between them) are one block now.
-    void* merged = heap.malloc(3 * 208 + 2 * 16);
+    // The three freed 208-byte blocks (200 usable each) are one block of 3 * 208 - 8 usable.
+    void* merged = heap.malloc(3 * 208 - 8);
     EXPECT_EQ(merged, blocks[0]) << "order " << order;
     heap.free(merged);
     heap.free(keep);
     EXPECT_EQ(heap.bytesHeld(), 0u) << "the whole region went back, order " << order;
   }
+}
+
+// Boundary tags cost one word per block, as dlmalloc's chunks: 24 usable bytes take 32,
+// and a free block's length lives in its own last word, which is data while in use.
+TEST(CoalesceHeap, BlocksCostOneWordAndTheirLastWordIsData) {
+  Coalescing heap;
+  auto* a = static_cast<char*>(heap.malloc(24));
+  auto* b = static_cast<char*>(heap.malloc(24));
+  auto* c = static_cast<char*>(heap.malloc(24));
+  EXPECT_EQ(heap.getSize(a), 24u);
+  EXPECT_EQ(b, a + 32);
+  EXPECT_EQ(c, b + 32);
+  std::memset(b, 0xAB, heap.getSize(b));
+  heap.free(a);  // a's length goes into a's last word, not into b
+  heap.free(c);
+  for (std::size_t i = 0; i < heap.getSize(b); ++i) ASSERT_EQ(static_cast<unsigned char>(b[i]), 0xAB) << i;
+  std::memset(b, 0xCD, heap.getSize(b));  // b in use owns its last word: nothing reads it
+  heap.free(b);                         // merges a, b and c back into the region
+  EXPECT_EQ(heap.bytesHeld(), 0u) << "all three merged and the region went back";
 }
 
 TEST(CoalesceableHeap, LargeRequestsGetARegionOfTheirOwn) {

@@ -1,7 +1,8 @@
 // The randomized model check every allocator in heapkit goes through. A model of the
 // live objects (address, size, contents) is kept beside the heap under test; random
 // malloc / free / realloc sequences from fixed seeds check that live objects never
-// overlap, alignment holds, contents survive until free and getSize covers the request.
+// overlap, alignment holds, contents survive until free and getSize covers the request
+// (objects of sized heaps are filled to their usable size, not only to the request).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -117,6 +118,9 @@ class ModelChecker {
     ASSERT_EQ(address % H::Alignment, 0u) << "misaligned object of " << size << " bytes";
     if constexpr (SizedHeap<H>) {
       ASSERT_GE(heap_.getSize(object), size) << "getSize below the request";
+      // Every usable byte belongs to the program (malloc_usable_size promises them): use
+      // them all, so metadata kept in them, or a neighbour placed over them, shows up.
+      size = heap_.getSize(object);
     }
     std::size_t extent = size == 0 ? 1 : size;
     auto after = live_.lower_bound(address);

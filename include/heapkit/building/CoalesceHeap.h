@@ -43,13 +43,11 @@ class CoalesceHeap : public Super {
       DLList::unlink(following);
       Super::merge(block, following);
     }
-    if (Super::hasPrevious(block)) {
+    if (Super::previousIsFree(block)) {
       void* preceding = Super::previous(block);
-      if (Super::isFree(preceding)) {
-        DLList::unlink(preceding);
-        Super::merge(preceding, block);
-        block = preceding;
-      }
+      DLList::unlink(preceding);
+      Super::merge(preceding, block);
+      block = preceding;
     }
     if (Super::isWholeRegion(block)) {
       Super::releaseRegion(block);
@@ -60,7 +58,8 @@ class CoalesceHeap : public Super {
   }
 
  private:
-  static std::size_t roundRequest(std::size_t size) { return usableBytesFor(size); }
+  // The usable size the boundary tags give a request (they decide the granularity).
+  static std::size_t roundRequest(std::size_t size) { return Super::usableSizeFor(size); }
 
   void* carve(void* block, std::size_t wanted) {
     if (block == nullptr) return nullptr;

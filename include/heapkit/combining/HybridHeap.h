@@ -41,7 +41,12 @@ class HybridHeap : public SmallHeap {
     }
   }
 
-  std::size_t getSize(void* object) const { return sizeword::size(object); }
+  // Each heap derives the usable size from its word its own way (boundary tags keep the
+  // block length), so ask the one the object came from.
+  std::size_t getSize(void* object) const {
+    if (sizeword::flags(object) & sizeword::kRoutedToBigHeap) return big_.getSize(object);
+    return SmallHeap::getSize(object);
+  }
 
   std::size_t bytesHeld() const
     requires FootprintHeap<SmallHeap> && FootprintHeap<BigHeap>

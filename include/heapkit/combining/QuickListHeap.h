@@ -1,7 +1,7 @@
-// QuickListHeap: exact-size LIFO lists for small objects (usable sizes 16, 32, ...,
-// MaxQuickBytes) in front of a coalescing heap, as in Lea's allocator. Small frees skip
+// QuickListHeap: exact-size LIFO lists for small objects (one list per 16 bytes of usable
+// size, up to MaxQuickBytes) in front of a coalescing heap, as in Lea's allocator. Small frees skip
 // coalescing entirely. The lists are consolidated (given back to the heap below, which
-// merges them) when a larger request cannot otherwise be met without growing the heap.
+// merges them) when a request cannot otherwise be met without growing the heap.
 #pragma once
 
 #include <array>
@@ -24,13 +24,16 @@ class QuickListHeap : public Super {
 
   void* malloc(std::size_t size) {
     if (size <= MaxQuickBytes) {
-      std::size_t list = size <= 16 ? 1 : (size + 15) / 16;
+      // The list of exactly the usable size the heap below would give this request.
+      std::size_t list = usableSizeFor(size) / 16;
       if (Node* node = heads_[list]) {
         heads_[list] = node->next;
         return node;
       }
-      return Super::malloc(size);
     }
+    // Before the heap below grows, give it the quick-listed objects to merge, as
+    // dlmalloc consolidates its fast bins before extending the heap: otherwise objects
+    // freed at one size could never serve another, and the heap grows while they idle.
     if constexpr (requires(Super& s) { s.mallocCached(size); }) {
       if (quickObjects_ != 0) {
         if (void* object = Super::mallocCached(size)) return object;
@@ -42,11 +45,11 @@ class QuickListHeap : public Super {
 
   void free(void* object) {
     if (object == nullptr) return;
-    std::size_t size = Super::getSize(object);
-    if (size <= MaxQuickBytes) {
+    std::size_t list = Super::getSize(object) / 16;
+    if (list < kLists) {
       auto* node = static_cast<Node*>(object);
-      node->next = heads_[size / 16];
-      heads_[size / 16] = node;
+      node->next = heads_[list];
+      heads_[list] = node;
       ++quickObjects_;
       return;
     }
@@ -69,6 +72,15 @@ class QuickListHeap : public Super {
   struct Node {
     Node* next;
   };
+
+  // Usable sizes are multiples of 16 (SizeHeap) or 16k + 8 (overlapped boundary tags):
+  // either way, one usable size per list.
+  static constexpr std::size_t usableSizeFor(std::size_t size) {
+    if constexpr (requires { Super::usableSizeFor(size); }) return Super::usableSizeFor(size);
+    else return usableBytesFor(size);
+  }
+  static_assert(usableSizeFor(MaxQuickBytes) / 16 < kLists);
+
   std::array<Node*, kLists> heads_{};
   // Counts frees since the last consolidation: an upper bound, enough to skip work.
   std::size_t quickObjects_ = 0;

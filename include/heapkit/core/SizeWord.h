@@ -1,6 +1,8 @@
-// The size-word convention: object-representation layers store the object's usable size
-// in the word immediately before it. The low four bits are free for flags because every
-// usable size is a multiple of 16.
+// The size-word convention: object-representation layers store the object's size in the
+// word immediately before it, as a multiple of 16, so the low four bits are free for
+// flags. Most layers store the usable size; boundary tags (CoalesceableHeap) store the
+// block's length, 8 more than its usable size, so the usable size of an object is always
+// asked of its heap (getSize), not read from the word.
 #pragma once
 
 #include <cstddef>

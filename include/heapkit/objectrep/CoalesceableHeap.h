@@ -1,9 +1,17 @@
-// CoalesceableHeap: boundary tags. It takes regions from its parent (RegionBytes each,
-// or one region per larger request) and gives each block a 16-byte header holding the
-// previous block's length and its own usable size with flags, so a block can find and
-// merge with both neighbours in O(1). A fence at the end of each region stops the walk.
+// CoalesceableHeap: boundary tags, overlapped as in dlmalloc. It takes regions from its
+// parent (RegionBytes each, or one region per larger request) and lays blocks end to end
+// in them, so a block can find and merge with both neighbours in O(1). A fence at the
+// end of each region stops the walk.
 //
-// Region: [links 16][block header 16][block ...][block header 16][block ...]...[fence 16]
+// A block is its object, preceded by one size word: the block's length (from its object
+// to the next block's object, a multiple of 16) and flags. Its usable bytes stop at the
+// next block's size word, so usable sizes are 24, 40, 56, ... (16k + 8) and each object
+// costs 8 bytes, as a dlmalloc chunk does. The previous block's length, needed to merge
+// backwards, is written only when that block is free, into its last word (the one just
+// before our size word), and our kPreviousFree flag says it is there: while the previous
+// block is in use, that word is its data.
+//
+// Region: [links 16][unused 8][size word][block ...][size word][block ...]...[fence: size word 0]
 //
 // It hands out whole regions; CoalesceHeap above splits and merges the blocks inside
 // them and gives a region back once it is wholly free.
@@ -18,26 +26,33 @@ namespace heapkit {
 
 template <std::size_t RegionBytes, Heap Super>
 class CoalesceableHeap : public Super {
-  struct BlockHeader {
-    std::size_t previousBytes;  // length of the previous block, header included
-    std::size_t sizeWord;       // usable bytes | flags
-  };
   struct RegionLinks {
     RegionLinks* prev;
     RegionLinks* next;
   };
   static constexpr std::size_t kFree = 1;
   static constexpr std::size_t kFirstInRegion = 2;
-  static constexpr std::size_t kRegionEnd = 4;
-  static constexpr std::size_t kOverhead = sizeof(RegionLinks) + 2 * sizeof(BlockHeader);
-  static_assert(RegionBytes % kMinAlignment == 0 && RegionBytes > kOverhead);
+  static constexpr std::size_t kPreviousFree = 4;
+  static constexpr std::size_t kSizeWordBytes = sizeof(std::size_t);
+  // Links, then the first block's size word placed so that its object is 16-byte aligned.
+  static constexpr std::size_t kRegionPrefixBytes = 2 * kMinAlignment;
+  // The prefix and the fence's size word, which sits in the last block's final 8 bytes.
+  static constexpr std::size_t kOverhead = kRegionPrefixBytes + kSizeWordBytes;
+  static_assert(sizeof(RegionLinks) + kSizeWordBytes <= kRegionPrefixBytes);
+  static_assert(RegionBytes % kMinAlignment == 0 && RegionBytes > kOverhead + kMinAlignment);
 
  public:
   static constexpr std::size_t Alignment = kMinAlignment;
   static constexpr bool KeepsSizeWord = true;
-  static constexpr std::size_t kHeaderBytes = sizeof(BlockHeader);
-  // The smallest block worth splitting off: a header plus room for a free-list node.
-  static constexpr std::size_t kMinBlockBytes = kHeaderBytes + 16;
+  // The smallest block worth splitting off: its size word plus room for a free-list node
+  // and the length word a free block keeps at its end.
+  static constexpr std::size_t kMinBlockBytes = 32;
+
+  // The usable bytes a block gets for a request: the next 16k + 8, at least 24.
+  static constexpr std::size_t usableSizeFor(std::size_t size) {
+    std::size_t usable = alignUp(size + kSizeWordBytes, kMinAlignment) - kSizeWordBytes;
+    return usable < kMinBlockBytes - kSizeWordBytes ? kMinBlockBytes - kSizeWordBytes : usable;
+  }
 
   using Super::Super;
   CoalesceableHeap() = default;
@@ -48,8 +63,8 @@ class CoalesceableHeap : public Super {
 
   // A fresh region whose single block is at least `size` usable bytes, in use.
   void* malloc(std::size_t size) {
-    if (!fitsAfterAlignUp(size, kOverhead, kMinAlignment)) return nullptr;
-    std::size_t bytes = usableBytesFor(size) + kOverhead;
+    if (!fitsAfterAlignUp(size, kOverhead + kSizeWordBytes, kMinAlignment)) return nullptr;
+    std::size_t bytes = usableSizeFor(size) + kOverhead;
     if (bytes < RegionBytes) bytes = RegionBytes;
     auto* links = static_cast<RegionLinks*>(Super::malloc(bytes));
     if (links == nullptr) return nullptr;
@@ -63,13 +78,10 @@ class CoalesceableHeap : public Super {
     if (regions_ != nullptr) regions_->prev = links;
     regions_ = links;
 
-    char* first = reinterpret_cast<char*>(links + 1) + kHeaderBytes;
-    std::size_t usable = bytes - kOverhead;
-    header(first)->previousBytes = 0;
-    header(first)->sizeWord = usable | kFirstInRegion;
-    BlockHeader* fence = header(first + usable + kHeaderBytes);
-    fence->previousBytes = usable + kHeaderBytes;
-    fence->sizeWord = kRegionEnd;
+    char* first = reinterpret_cast<char*>(links) + kRegionPrefixBytes;
+    std::size_t firstBytes = bytes - kRegionPrefixBytes;
+    sizeWord(first) = firstBytes | kFirstInRegion;
+    sizeWord(first + firstBytes) = 0;  // the fence: a block of length 0, never free
     return first;
   }
 
@@ -79,45 +91,53 @@ class CoalesceableHeap : public Super {
     if (block != nullptr && isWholeRegion(block)) releaseRegion(block);
   }
 
-  std::size_t getSize(void* block) const { return sizeword::size(block); }
+  std::size_t getSize(void* block) const { return usable(block); }
 
   // Boundary-tag operations, for CoalesceHeap.
-  static std::size_t usable(void* block) { return header(block)->sizeWord & ~sizeword::kFlagMask; }
-  static bool isFree(void* block) { return (header(block)->sizeWord & kFree) != 0; }
-  static void setFree(void* block) { header(block)->sizeWord |= kFree; }
-  static void setInUse(void* block) { header(block)->sizeWord &= ~kFree; }
-  static void* next(void* block) { return static_cast<char*>(block) + usable(block) + kHeaderBytes; }
-  static bool hasPrevious(void* block) { return (header(block)->sizeWord & kFirstInRegion) == 0; }
-  static void* previous(void* block) { return static_cast<char*>(block) - header(block)->previousBytes; }
+  static std::size_t usable(void* block) { return blockBytes(block) - kSizeWordBytes; }
+  static bool isFree(void* block) { return (sizeWord(block) & kFree) != 0; }
+  // A free block tells the next block its length, in its own last word.
+  static void setFree(void* block) {
+    sizeWord(block) |= kFree;
+    void* following = next(block);
+    previousBytes(following) = blockBytes(block);
+    sizeWord(following) |= kPreviousFree;
+  }
+  static void setInUse(void* block) {
+    sizeWord(block) &= ~kFree;
+    sizeWord(next(block)) &= ~kPreviousFree;
+  }
+  static void* next(void* block) { return static_cast<char*>(block) + blockBytes(block); }
+  static bool previousIsFree(void* block) { return (sizeWord(block) & kPreviousFree) != 0; }
+  // Only when previousIsFree(block): otherwise the length word is the previous block's data.
+  static void* previous(void* block) { return static_cast<char*>(block) - previousBytes(block); }
   static bool isWholeRegion(void* block) {
-    return !hasPrevious(block) && (header(next(block))->sizeWord & kRegionEnd) != 0;
+    return (sizeWord(block) & kFirstInRegion) != 0 && blockBytes(next(block)) == 0;
   }
 
-  // Cut `block` to `keep` usable bytes; returns the remainder, a block of its own
-  // (in use). Requires usable(block) >= keep + kMinBlockBytes.
+  // Cut `block` (in use) to `keep` usable bytes, a value of usableSizeFor; returns the
+  // remainder, a block of its own, in use. Requires usable(block) >= keep + kMinBlockBytes.
   static void* split(void* block, std::size_t keep) {
-    std::size_t total = usable(block);
-    char* rest = static_cast<char*>(block) + keep + kHeaderBytes;
-    header(block)->sizeWord = keep | (header(block)->sizeWord & sizeword::kFlagMask);
-    header(rest)->previousBytes = keep + kHeaderBytes;
-    header(rest)->sizeWord = total - keep - kHeaderBytes;
-    header(next(rest))->previousBytes = usable(rest) + kHeaderBytes;
+    std::size_t total = blockBytes(block), keepBytes = keep + kSizeWordBytes;
+    char* rest = static_cast<char*>(block) + keepBytes;
+    sizeWord(block) = keepBytes | (sizeWord(block) & sizeword::kFlagMask);
+    sizeWord(rest) = total - keepBytes;
     return rest;
   }
 
-  // Absorb `following`, which must be next(block).
+  // Absorb `following`, which must be next(block); setFree writes the merged length.
   static void merge(void* block, void* following) {
-    std::size_t merged = usable(block) + usable(following) + kHeaderBytes;
-    header(block)->sizeWord = merged | (header(block)->sizeWord & sizeword::kFlagMask);
-    header(next(block))->previousBytes = merged + kHeaderBytes;
+    sizeWord(block) = (blockBytes(block) + blockBytes(following)) | (sizeWord(block) & sizeword::kFlagMask);
   }
 
   void releaseRegion(void* wholeRegionBlock) {
-    releaseRegionLinks(reinterpret_cast<RegionLinks*>(static_cast<char*>(wholeRegionBlock) - kHeaderBytes) - 1);
+    releaseRegionLinks(reinterpret_cast<RegionLinks*>(static_cast<char*>(wholeRegionBlock) - kRegionPrefixBytes));
   }
 
  private:
-  static BlockHeader* header(void* block) { return static_cast<BlockHeader*>(block) - 1; }
+  static std::size_t& sizeWord(void* block) { return *sizeword::wordOf(block); }
+  static std::size_t& previousBytes(void* block) { return *(sizeword::wordOf(block) - 1); }
+  static std::size_t blockBytes(void* block) { return sizeWord(block) & ~sizeword::kFlagMask; }
 
   void releaseRegionLinks(RegionLinks* links) {
     if (links->prev != nullptr) links->prev->next = links->next;

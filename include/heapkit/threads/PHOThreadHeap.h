@@ -28,7 +28,9 @@ class PHOThreadHeap {
   void* malloc(std::size_t size) {
     if (!fitsAfterAlignUp(size, kHeaderBytes, kMinAlignment)) return nullptr;
     std::size_t owner = threadIndex() % NumHeaps;
-    auto* block = static_cast<std::size_t*>(heaps_[owner].malloc(size + kHeaderBytes));
+    // Asked for whole 16-byte units: the usable size, rounded down to one for the size
+    // word, still covers the request whatever granularity the heap below has.
+    auto* block = static_cast<std::size_t*>(heaps_[owner].malloc(alignUp(size, kMinAlignment) + kHeaderBytes));
     if (block == nullptr) return nullptr;
     std::size_t usable = (heaps_[owner].getSize(block) - kHeaderBytes) & ~sizeword::kFlagMask;
     block[0] = owner;
