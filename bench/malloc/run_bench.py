@@ -29,20 +29,21 @@ SECTION = "## Drop-in malloc"
 
 
 def run_measured(command, preload):
-    """Wall seconds, peak RSS in KiB and stdout of one fresh process. /usr/bin/time forks
-    the program from a small process: a child forked from Python would count Python's own
-    pages in its peak RSS."""
+    """Wall seconds, CPU seconds (user + system), peak RSS in KiB and stdout of one fresh
+    process. /usr/bin/time forks the program from a small process: a child forked from
+    Python would count Python's own pages in its peak RSS."""
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
-    prefix = ["/usr/bin/time", "-f", "HEAPKIT-BENCH %e %M", "--"]
+    prefix = ["/usr/bin/time", "-f", "HEAPKIT-BENCH %e %M %U %S", "--"]
     if preload:
         prefix += ["env", f"LD_PRELOAD={preload}"]
     process = subprocess.run(prefix + list(command), env=env, capture_output=True)
     raise_if_failed(command, preload, process.returncode, process.stderr)
-    match = re.search(rb"HEAPKIT-BENCH ([0-9.]+) ([0-9]+)", process.stderr)
+    match = re.search(rb"HEAPKIT-BENCH ([0-9.]+) ([0-9]+) ([0-9.]+) ([0-9.]+)", process.stderr)
     if match is None:
         sys.exit(f"no timing from /usr/bin/time: {process.stderr.decode()}")
-    return float(match.group(1)), int(match.group(2)), process.stdout.decode()
+    cpu = float(match.group(3)) + float(match.group(4))
+    return float(match.group(1)), cpu, int(match.group(2)), process.stdout.decode()
 
 
 def raise_if_failed(command, preload, code, err):
@@ -59,7 +60,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--build", default="build", help="the CMake build directory")
     parser.add_argument("--doc", default="docs/benchmarks.md")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", default="1,2", help="thread counts of the multi-threaded workloads")
     parser.add_argument("--no-doc", action="store_true", help="print the table only")
     args = parser.parse_args()
@@ -90,26 +91,33 @@ def main():
             workloads.append((f"{name} x{threads}", [str(multi), name, threads]))
 
     results = {}  # (workload, allocator) -> (median seconds, median peak KiB)
+    cpu_results = {}  # (workload, allocator) -> median CPU seconds (user + system)
     for workload, command in workloads:
         checksums = {}
-        for name, preload in allocators:
-            times, peaks = [], []
-            for _ in range(args.repeats):
-                elapsed, peak, output = run_measured(command, preload)
-                times.append(elapsed)
-                peaks.append(peak)
+        samples = {name: ([], [], []) for name, _ in allocators}
+        # Rounds of every allocator once, not one allocator's runs back to back: on a shared
+        # machine the load drifts, and it should fall on every allocator alike.
+        for _ in range(args.repeats):
+            for name, preload in allocators:
+                elapsed, cpu, peak, output = run_measured(command, preload)
+                samples[name][0].append(elapsed)
+                samples[name][1].append(cpu)
+                samples[name][2].append(peak)
                 checksums[name] = checksum_of(output)
+        for name, _ in allocators:
+            times, cpus, peaks = samples[name]
             results[workload, name] = (statistics.median(times), statistics.median(peaks))
-            print(f"{workload:16} {name:17} {results[workload, name][0]:7.3f} s {results[workload, name][1]:8d} KiB",
-                  file=sys.stderr)
+            cpu_results[workload, name] = statistics.median(cpus)
+            print(f"{workload:16} {name:17} {results[workload, name][0]:7.3f} s {cpu_results[workload, name]:7.3f} s cpu "
+                  f"{results[workload, name][1]:8d} KiB", file=sys.stderr)
         if len(set(checksums.values())) != 1:
             sys.exit(f"{workload}: allocators disagree on the checksum: {checksums}")
 
     names = [name for name, _ in allocators]
     lines = []
     lines.append("| workload | glibc time | glibc peak RSS | " + " | ".join(n for n in names if n != "glibc") +
-                 " | heapkit / mimalloc time |")
-    lines.append("|---" * (len(names) + 3) + "|")
+                 " | heapkit / mimalloc time | heapkit CPU time / glibc, / mimalloc |")
+    lines.append("|---" * (len(names) + 4) + "|")
     misses = []
     for workload, _ in workloads:
         base_time, base_rss = results[workload, "glibc"]
@@ -122,6 +130,10 @@ def main():
         mimalloc = results.get((workload, "mimalloc"))
         scalable_time, scalable_rss = results[workload, "heapkit"]
         cells.append(f"{scalable_time / mimalloc[0]:.2f}" if mimalloc else "n/a")
+        scalable_cpu = cpu_results[workload, "heapkit"]
+        mimalloc_cpu = cpu_results.get((workload, "mimalloc"))
+        cells.append(f"{scalable_cpu / cpu_results[workload, 'glibc']:.2f} / " +
+                     (f"{scalable_cpu / mimalloc_cpu:.2f}" if mimalloc_cpu else "n/a"))
         lines.append("| " + " | ".join(cells) + " |")
         if scalable_time > base_time:
             misses.append(f"{workload}: heapkit slower than glibc ({scalable_time / base_time:.2f}x)")
@@ -136,12 +148,15 @@ def main():
     section = f"""{SECTION} (issue: malloc replacement)
 
 Regenerate with `make bench-malloc` (bench/malloc/run_bench.py: every allocator preloaded
-into fresh processes, median of {args.repeats} runs, the same checksum required from all).
+into fresh processes, median of {args.repeats} rounds that run every allocator once each, the
+same checksum required from all).
 Measured on the {cpu}-core development machine, shared with other builds, so single runs
 vary by about 10%; 1 and 2 threads only (no 16-core machine was available).
 
 Each cell is **time / peak RSS as ratios to glibc** (lower is better); the last column is
-heapkit's general-purpose allocator (libheapkit.so, ScalableHeap) against mimalloc.
+heapkit's general-purpose allocator (libheapkit.so, ScalableHeap) against mimalloc, and the
+one after it the same allocator's CPU time (user + system) against glibc's and mimalloc's,
+which a busy machine disturbs less than wall time (the targets are checked on wall time).
 Peak RSS is the whole process's (ru_maxrss), about 2-3 MiB of which is the program itself.
 
 Workloads: cfrac, espresso, gcbench, lindsay are the layers benchmarks' single-threaded
