@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -27,10 +28,20 @@ from heapkit.record import recorder_library
 WORKLOADS = {"cfrac": 200, "espresso": 60, "gcbench": 6, "lindsay": 300}
 
 
-def timed(cmd: list[str], env: dict | None = None) -> float:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(cmd: list[str], env: dict | None = None, cpu: list[float] | None = None) -> float:
+    """Wall-clock seconds of the command; its user + system CPU seconds go to ``cpu``."""
+    cpu_before = _children_cpu()
     start = time.perf_counter()
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    if cpu is not None:
+        cpu.append(_children_cpu() - cpu_before)
+    return elapsed
 
 
 def mtrace_preload(tmp: Path) -> str | None:
@@ -62,16 +73,21 @@ def main() -> None:
     try:
         for name, scale in WORKLOADS.items():
             cmd = [str(args.workload), name, str(scale)]
-            t: dict[str, list[float]] = {k: [] for k in ("plain", "record", "merge", "heaptrack", "mtrace")}
+            t: dict[str, list[float]] = {
+                k: [] for k in ("plain", "plain_cpu", "preload", "record", "record_cpu", "merge", "heaptrack", "mtrace")
+            }
             trace = tmp / f"{name}.hkt"
             for _ in range(args.runs):
                 # Interleaved, so that load from other processes falls on every variant alike.
-                t["plain"].append(timed(cmd))
+                t["plain"].append(timed(cmd, cpu=t["plain_cpu"]))
+                # The recorder's library without a spool directory records nothing: what is
+                # left is the interposition wrapper and the forwarding to glibc's malloc.
+                t["preload"].append(timed(cmd, dict(os.environ, LD_PRELOAD=recorder)))
                 spool = tmp / "spool"
                 shutil.rmtree(spool, ignore_errors=True)
                 spool.mkdir()
                 env = dict(os.environ, LD_PRELOAD=recorder, HEAPKIT_RECORD_DIR=str(spool))
-                t["record"].append(timed(cmd, env))
+                t["record"].append(timed(cmd, env, cpu=t["record_cpu"]))
                 start = time.perf_counter()
                 (spool_file,) = spool.glob("*.spool")
                 merged = _core.merge_spool(str(spool_file), str(trace))
@@ -103,18 +119,22 @@ def main() -> None:
         "Recording overhead on the allocation-intensive workloads of `heapkit-workload` (bench/),",
         f"medians of {args.runs} interleaved runs each, as ratios to the unrecorded run of the same",
         "round. *record* is the program under `libheapkit-record.so` (what the program feels);",
-        "*+ merge* adds turning the spool into the trace after the program ended (what",
+        "*CPU* is the same ratio of user + system CPU time, which other load on the machine",
+        "disturbs less than the wall clock; *preload only* is the library without recording (its",
+        "malloc wrapper and the forwarding to glibc's malloc, which it records on: the floor of",
+        "recording's cost); *+ merge* adds turning the spool into the trace after the program ended (what",
         "`heapkit record` takes in all). heaptrack is `heaptrack --raw` (no interpretation);",
         "mtrace is glibc's, turned on by a preloaded constructor. Regenerate: `make bench-traces`",
         f"(`{Path(sys.executable).name} python/benchmarks/bench_traces.py build/bench/heapkit-workload docs/benchmarks.md`).",
         "",
-        "| workload (scale) | operations | plain | record | record + merge | heaptrack | mtrace | trace bytes/op | spool bytes/op |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| workload (scale) | operations | plain | preload only | record | record (CPU) | record + merge | heaptrack | mtrace | trace bytes/op | spool bytes/op |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, scale, events, size, spool_bytes, m in rows:
         merged_total = m["record"] + m["merge"]
         lines.append(
-            f"| {name} ({scale}) | {events:,} | {m['plain']:.3f} s | {ratio(m['record'], m['plain'])} | "
+            f"| {name} ({scale}) | {events:,} | {m['plain']:.3f} s | {ratio(m['preload'], m['plain'])} | "
+            f"{ratio(m['record'], m['plain'])} | {ratio(m['record_cpu'], m['plain_cpu'])} | "
             f"{ratio(merged_total, m['plain'])} | {ratio(m['heaptrack'], m['plain'])} | {ratio(m['mtrace'], m['plain'])} | "
             f"{size / events:.2f} | {spool_bytes / events:.2f} |"
         )

@@ -242,9 +242,8 @@ __attribute__((noinline)) void logSlow(std::uint64_t address, std::uint64_t valu
 // read-modify-write while the process has one thread, the clock on every 16th record.
 // Everything unusual (no buffer yet, not recording, the recorder's own calls) takes the
 // one test of the buffer pointer in log() to logSlow.
-template <spool::Kind kind>
-inline void append(Buffer* buffer, std::uint64_t seq, std::uint64_t address, std::uint64_t value, std::uint64_t extra) {
-  bool stamped = (buffer->count & timeMask) == 0;  // and so every chunk's first record
+template <spool::Kind kind, bool stamped>
+inline void appendRecord(Buffer* buffer, std::uint64_t seq, std::uint64_t address, std::uint64_t value, std::uint64_t extra) {
   unsigned char* end = spool::encodeRecord<kind>(buffer->cursor, buffer->state, seq, stamped, stamped ? ticks() : 0,
                                                  address, value, extra);
   // The cursor and count are stored after the record, so a flush from a signal handler
@@ -253,6 +252,22 @@ inline void append(Buffer* buffer, std::uint64_t seq, std::uint64_t address, std
   buffer->cursor = end;
   ++buffer->count;
   if (end > buffer->limit) [[unlikely]] flush(buffer);
+}
+
+// Out of line: the clock reading and its varint would take registers the common path
+// then has to save.
+template <spool::Kind kind>
+__attribute__((noinline)) void appendStamped(Buffer* buffer, std::uint64_t seq, std::uint64_t address, std::uint64_t value,
+                                             std::uint64_t extra) {
+  appendRecord<kind, true>(buffer, seq, address, value, extra);
+}
+
+template <spool::Kind kind>
+inline void append(Buffer* buffer, std::uint64_t seq, std::uint64_t address, std::uint64_t value, std::uint64_t extra) {
+  if ((buffer->count & timeMask) == 0) [[unlikely]]  // and so every chunk's first record
+    appendStamped<kind>(buffer, seq, address, value, extra);
+  else
+    appendRecord<kind, false>(buffer, seq, address, value, extra);
 }
 
 // Numbered from the shared counter, once the process has more than one thread.
@@ -274,6 +289,17 @@ inline void log(std::uint64_t address, std::uint64_t value, std::uint64_t extra)
   else
     appendNumbered<kind>(buffer, address, value, extra);
 }
+
+// The allocating entry points end in a tail call of this: it returns what the allocator
+// returned, so the entry point keeps nothing alive across it, and it runs on the
+// registers a call may clobber, with no saves on its common path.
+template <spool::Kind kind>
+__attribute__((noinline)) void* logAllocation(void* ptr, std::uint64_t size, std::uint64_t extra) {
+  if (ptr != nullptr) log<kind>(reinterpret_cast<std::uintptr_t>(ptr), size, extra);
+  return ptr;
+}
+
+__attribute__((noinline)) void logFree(void* ptr) { log<spool::Kind::Free>(reinterpret_cast<std::uintptr_t>(ptr), 0, 0); }
 
 inline bool recording() { return !busy && spoolFd.load(std::memory_order_relaxed) >= 0; }
 
@@ -379,11 +405,7 @@ void heapkit_ep_init(void) {
   if (spoolFd.load() >= 0) installSignalHandlers();
 }
 
-void* heapkit_ep_malloc(size_t size) {
-  void* ptr = nextMalloc(size);
-  if (ptr != nullptr) log<spool::Kind::Malloc>(reinterpret_cast<std::uintptr_t>(ptr), size, 0);
-  return ptr;
-}
+void* heapkit_ep_malloc(size_t size) { return logAllocation<spool::Kind::Malloc>(nextMalloc(size), size, 0); }
 
 void* heapkit_ep_calloc(size_t count, size_t size) {
   void* ptr = nextCalloc(count, size);
@@ -400,7 +422,7 @@ void* heapkit_ep_memalign(size_t alignment, size_t size) {
 
 void heapkit_ep_free(void* ptr) {
   // Numbered before the memory is released: another thread may get this address next.
-  log<spool::Kind::Free>(reinterpret_cast<std::uintptr_t>(ptr), 0, 0);
+  logFree(ptr);
   nextFree(ptr);
 }
 

@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
 #include <stdlib.h>
 #include <string.h>
 int main(void) {
-  for (int i = 0; i < 20000; i++) { void* volatile p = malloc(8888); (void)p; }
+  /* Enough records for several full blocks: some still queued for the writer thread at the crash. */
+  for (int i = 0; i < 200000; i++) { void* volatile p = malloc(8888); free(p); }
   volatile int* nothing = NULL;
   return *nothing;  /* SIGSEGV */
 }

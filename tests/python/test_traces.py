@@ -298,7 +298,7 @@ def test_record_survives_a_crash(programs, tmp_path, heapkit_cli):
     done = run(heapkit_cli, "record", "-o", out, "--", programs["crash"])
     assert done.returncode == 128 + 11, done.stderr
     s = heapkit.stats(out, top_sizes=5)
-    assert dict(s.top_sizes)[8888] == 20000
+    assert dict(s.top_sizes)[8888] == 200000  # every block, written or queued, reached the spool
 
 
 # ---- replay ---------------------------------------------------------------------------------

@@ -95,7 +95,8 @@ inline std::uint64_t zigzag(std::uint64_t delta) {
 inline std::uint64_t unzigzag(std::uint64_t v) { return (v >> 1) ^ (0 - (v & 1)); }
 
 // 0 to 7: the bytes that hold v, less one (0 takes one byte), as the header stores it.
-inline unsigned lengthCode(std::uint64_t v) { return static_cast<unsigned>(63 - __builtin_clzll(v | 1)) >> 3; }
+// (63 ^ clz is 63 - clz for clz in [0, 63], and compiles to a single bsr on x86.)
+inline unsigned lengthCode(std::uint64_t v) { return static_cast<unsigned>(63 ^ __builtin_clzll(v | 1)) >> 3; }
 
 inline void store64(unsigned char* p, std::uint64_t v) {
   if constexpr (std::endian::native != std::endian::little) v = __builtin_bswap64(v);
