@@ -100,7 +100,8 @@ def record(output: Path | None, keep_spool: Path | None, command: tuple[str, ...
 @click.option("--from", "from_", type=click.Choice(_convert.LOG_FORMATS), default=None,
               help="Format of a log INPUT [default: detected].")
 @click.option("--to", type=click.Choice(_convert.EXPORT_FORMATS), default=None,
-              help="Format to write when INPUT is a heapkit trace [default: text].")
+              help="Format to write when INPUT is a heapkit trace [default: text]; heaptrack is the "
+                   "file heaptrack_print and heaptrack_gui read.")
 @click.option("--lenient", is_flag=True, help="Skip frees of unknown addresses instead of failing.")
 def convert(input: Path, output: Path, from_: str | None, to: str | None, lenient: bool) -> None:
     """Convert a log (text, mtrace, heaptrack raw or interpreted; .gz/.xz/.zst too) into a
