@@ -439,13 +439,15 @@ class ScalableHeap {
     return node;
   }
 
-  // Threads a page's worth of never-used objects (at least one) onto the empty free list,
-  // so that the inline fast path serves the next ones. Only a page: RSS grows with use.
+  // Threads the never-used objects that start in the page the bump pointer is in (at
+  // least one) onto the empty free list, so that the inline fast path serves the next
+  // ones. Writing their links touches only that page: RSS still grows with use.
   static bool carveFreshObjects(Superblock* sb) {
     if (sb->bump > sb->lastStart) return false;
     std::size_t available = static_cast<std::size_t>(sb->lastStart - sb->bump) / sb->objectBytes + 1;
-    std::size_t perPage = scalable::kPageBytes / sb->objectBytes;
-    std::size_t count = available < perPage ? available : (perPage == 0 ? 1 : perPage);
+    auto bump = reinterpret_cast<std::uintptr_t>(sb->bump);
+    std::size_t inThisPage = (alignUp(bump + 1, scalable::kPageBytes) - bump + sb->objectBytes - 1) / sb->objectBytes;
+    std::size_t count = available < inThisPage ? available : inThisPage;
     char* object = sb->bump;
     for (std::size_t i = 1; i < count; ++i, object += sb->objectBytes)
       reinterpret_cast<FreeNode*>(object)->next = reinterpret_cast<FreeNode*>(object + sb->objectBytes);
