@@ -1,7 +1,7 @@
 // QuickListHeap: exact-size LIFO lists for small objects (one list per 16 bytes of usable
 // size, up to MaxQuickBytes) in front of a coalescing heap, as in Lea's allocator. Small frees skip
 // coalescing entirely. The lists are consolidated (given back to the heap below, which
-// merges them) when a request cannot otherwise be met without growing the heap.
+// merges them) before a large request (1 KiB or more) and before the heap would grow.
 #pragma once
 
 #include <array>
@@ -15,6 +15,8 @@ template <std::size_t MaxQuickBytes, SizedHeap Super>
 class QuickListHeap : public Super {
   static_assert(MaxQuickBytes % 16 == 0 && MaxQuickBytes >= 16);
   static constexpr std::size_t kLists = MaxQuickBytes / 16 + 1;
+  // Where dlmalloc's small bins end and its large requests begin (64-bit).
+  static constexpr std::size_t kLargeRequestBytes = 1024;
 
  public:
   using Super::Super;
@@ -31,13 +33,15 @@ class QuickListHeap : public Super {
         return node;
       }
     }
-    // Before the heap below grows, give it the quick-listed objects to merge, as
-    // dlmalloc consolidates its fast bins before extending the heap: otherwise objects
-    // freed at one size could never serve another, and the heap grows while they idle.
+    // Give the heap below the quick-listed objects to merge, as dlmalloc consolidates its
+    // fast bins: before a large request, so it is placed among merged neighbours rather
+    // than cut from a block those would have joined, and before the heap grows, or
+    // objects freed at one size could never serve another while the heap grows.
     if constexpr (requires(Super& s) { s.mallocCached(size); }) {
       if (quickObjects_ != 0) {
-        if (void* object = Super::mallocCached(size)) return object;
-        consolidate();
+        if (size >= kLargeRequestBytes) consolidate();
+        else if (void* object = Super::mallocCached(size)) return object;
+        else consolidate();
       }
     }
     return Super::malloc(size);

@@ -4,12 +4,12 @@
 //    1 KiB, then four bins per power of two), with splitting and coalescing; the quick
 //    lists are consolidated when a medium request cannot otherwise be met;
 //  - large objects (> 128 KiB): mmap, unmapped on free;
-//  - wholly free regions go back to the OS beyond a 256 KiB trim threshold.
+//  - wholly free regions go back to the OS beyond a 128 KiB trim threshold.
 //
 //   SelectMmapHeap<128 KiB,
 //     QuickListHeap<128 B,
 //       CoalesceHeap<SegHeap<105 classes, AdaptHeap<DLList> per class,
-//         CoalesceableHeap<256 KiB regions, ThresholdHeap<256 KiB, Top>>>>>>
+//         CoalesceableHeap<64 KiB regions, ThresholdHeap<128 KiB, Top>>>>>>
 #pragma once
 
 #include <bit>
@@ -31,8 +31,11 @@ namespace heapkit {
 namespace lea {
 inline constexpr std::size_t kQuickMaxBytes = 128;
 inline constexpr std::size_t kMmapThreshold = 128 * 1024;
-inline constexpr std::size_t kRegionBytes = 256 * 1024;
-inline constexpr std::size_t kTrimThreshold = 256 * 1024;
+// Regions grow the heap in dlmalloc's default granularity: a bigger unit is footprint a
+// small program never uses (glibc's first arena is 132 KiB).
+inline constexpr std::size_t kRegionBytes = 64 * 1024;
+// Keep up to glibc's default M_TRIM_THRESHOLD of wholly free regions before unmapping.
+inline constexpr std::size_t kTrimThreshold = 128 * 1024;
 
 inline constexpr std::size_t kExactClasses = 65;   // 0, 16, ..., 1024
 inline constexpr std::size_t kClassesPerDoubling = 4;
