@@ -107,8 +107,9 @@ int main(int argc, char** argv) {
 
   std::printf("5. KingsleyHeap, CoalescingKingsleyHeap and LeaHeap against glibc malloc (quick mode; full\n"
               "   figures: `make bench-layers`). Time and peak footprint, medians of 3 fresh processes each.\n"
-              "   Footprint: peak resident set (VmHWM) minus that of a process that runs no workload, the\n"
-              "   one measure glibc and heapkit share; heapkit's own count is its top heap's peakBytesHeld.\n\n");
+              "   Footprint: the peak of bytes held from the OS (heapkit's top heaps count it, glibc reports\n"
+              "   its own high-water marks), and peak resident set (VmHWM) minus that of a process that runs\n"
+              "   no workload, every process with its mapped files (code) resident first.\n\n");
   for (const auto& workload : heapkit::workloads::kWorkloads)
     std::printf("   %-9s %s\n", std::string(workload.name).c_str(), std::string(workload.description).c_str());
   std::printf("\n");
