@@ -293,6 +293,8 @@ inline void log(std::uint64_t address, std::uint64_t value, std::uint64_t extra)
 // The allocating entry points end in a tail call of this: it returns what the allocator
 // returned, so the entry point keeps nothing alive across it, and it runs on the
 // registers a call may clobber, with no saves on its common path.
+// Without a spool (no HEAPKIT_RECORD_DIR) every call still goes to logSlow and back: a
+// test of a global here would be cheaper then, but would cost every recorded call.
 template <spool::Kind kind>
 __attribute__((noinline)) void* logAllocation(void* ptr, std::uint64_t size, std::uint64_t extra) {
   if (ptr != nullptr) log<kind>(reinterpret_cast<std::uintptr_t>(ptr), size, extra);
@@ -408,16 +410,11 @@ void heapkit_ep_init(void) {
 void* heapkit_ep_malloc(size_t size) { return logAllocation<spool::Kind::Malloc>(nextMalloc(size), size, 0); }
 
 void* heapkit_ep_calloc(size_t count, size_t size) {
-  void* ptr = nextCalloc(count, size);
-  if (ptr != nullptr) log<spool::Kind::Calloc>(reinterpret_cast<std::uintptr_t>(ptr), count * size, 0);
-  return ptr;
+  return logAllocation<spool::Kind::Calloc>(nextCalloc(count, size), count * size, 0);
 }
 
 void* heapkit_ep_memalign(size_t alignment, size_t size) {
-  void* ptr = nextMemalign(alignment, size);
-  if (ptr != nullptr)
-    log<spool::Kind::Aligned>(reinterpret_cast<std::uintptr_t>(ptr), size, alignment);
-  return ptr;
+  return logAllocation<spool::Kind::Aligned>(nextMemalign(alignment, size), size, alignment);
 }
 
 void heapkit_ep_free(void* ptr) {
