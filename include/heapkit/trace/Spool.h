@@ -17,7 +17,7 @@
 
 namespace heapkit::trace::spool {
 
-inline constexpr char kMagic[8] = {'H', 'K', 'S', 'P', 'O', 'O', 'L', '1'};
+inline constexpr char kMagic[8] = {'H', 'K', 'S', 'P', 'O', 'O', 'L', '2'};  // 2: whole-byte records, chunk sequence bases
 
 // A realloc is two records: Release (the old address, numbered before the call, since the
 // allocator may hand that address to another thread as soon as it is released) and
