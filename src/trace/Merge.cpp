@@ -138,8 +138,15 @@ MergeSummary mergeSpool(const std::string& spoolPath, std::FILE* out) {
   }
 
   double nsPerTick = lastTsc > header.tsc0 ? static_cast<double>(lastNs - header.ns0) / static_cast<double>(lastTsc - header.tsc0) : 1.0;
+  // Most records repeat their thread's last clock reading (the recorder reads it every
+  // 16th record), so the last conversion is kept.
+  std::uint64_t lastTicks = 0, lastTicksNs = 0;
   auto toNs = [&](std::uint64_t tsc) -> std::uint64_t {
-    return tsc > header.tsc0 ? static_cast<std::uint64_t>(static_cast<double>(tsc - header.tsc0) * nsPerTick) : 0;
+    if (tsc != lastTicks) [[unlikely]] {
+      lastTicks = tsc;
+      lastTicksNs = tsc > header.tsc0 ? static_cast<std::uint64_t>(static_cast<double>(tsc - header.tsc0) * nsPerTick) : 0;
+    }
+    return lastTicksNs;
   };
 
   TraceWriter writer(out);

@@ -24,8 +24,8 @@ namespace heapkit::trace {
 
 class TraceWriter {
  public:
-  explicit TraceWriter(std::FILE* file) : file_(file) { buffer_.reserve(kBufferBytes); }
-  explicit TraceWriter(std::string* memory) : memory_(memory) { buffer_.reserve(kBufferBytes); }
+  explicit TraceWriter(std::FILE* file) : file_(file), buffer_(kBufferBytes) {}
+  explicit TraceWriter(std::string* memory) : memory_(memory), buffer_(kBufferBytes) {}
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
   ~TraceWriter() { flushBuffer(); }
@@ -36,11 +36,11 @@ class TraceWriter {
     appendVarint(body, header.startUnixNs);
     appendString(body, header.command);
     appendString(body, header.source);
-    buffer_.insert(buffer_.end(), kMagic, kMagic + 4);
+    putBytes(kMagic, 4);
     put(kVersionMajor);
     put(kVersionMinor);
     put(body.size());
-    buffer_.insert(buffer_.end(), body.begin(), body.end());
+    putBytes(body.data(), body.size());
   }
 
   std::uint64_t malloc(std::uint32_t thread, std::uint64_t time, std::uint64_t size) {
@@ -89,7 +89,7 @@ class TraceWriter {
 
   std::uint64_t objects() const { return nextId_; }
   std::uint64_t events() const { return events_; }
-  std::uint64_t bytesWritten() const { return written_ + buffer_.size(); }
+  std::uint64_t bytesWritten() const { return written_ + used_; }
 
  private:
   static constexpr std::size_t kBufferBytes = 1 << 16;
@@ -137,11 +137,22 @@ class TraceWriter {
     return nextId_++;
   }
 
+  // Straight into the buffer: one varint per call, on the path of every event.
   void put(std::uint64_t value) {
-    unsigned char bytes[kMaxVarintBytes];
-    std::size_t n = putVarint(bytes, value);
-    buffer_.insert(buffer_.end(), bytes, bytes + n);
-    if (buffer_.size() >= kBufferBytes) flushBuffer();
+    if (used_ + kMaxVarintBytes > buffer_.size()) [[unlikely]] flushBuffer();
+    used_ += putVarint(buffer_.data() + used_, value);
+  }
+
+  void putBytes(const void* bytes, std::size_t count) {
+    const auto* from = static_cast<const unsigned char*>(bytes);
+    while (count > 0) {
+      if (used_ == buffer_.size()) flushBuffer();
+      std::size_t n = std::min(count, buffer_.size() - used_);
+      std::memcpy(buffer_.data() + used_, from, n);
+      used_ += n;
+      from += n;
+      count -= n;
+    }
   }
 
   static void appendVarint(std::string& out, std::uint64_t value) {
@@ -154,20 +165,21 @@ class TraceWriter {
   }
 
   void flushBuffer() {
-    if (buffer_.empty()) return;
+    if (used_ == 0) return;
+    std::size_t bytes = used_;
+    used_ = 0;
     if (memory_ != nullptr) {
-      memory_->append(reinterpret_cast<const char*>(buffer_.data()), buffer_.size());
-    } else if (std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size()) {
-      buffer_.clear();
+      memory_->append(reinterpret_cast<const char*>(buffer_.data()), bytes);
+    } else if (std::fwrite(buffer_.data(), 1, bytes, file_) != bytes) {
       throw std::runtime_error(std::string("cannot write the trace: ") + std::strerror(errno));
     }
-    written_ += buffer_.size();
-    buffer_.clear();
+    written_ += bytes;
   }
 
   std::FILE* file_ = nullptr;
   std::string* memory_ = nullptr;
-  std::vector<unsigned char> buffer_;
+  std::vector<unsigned char> buffer_;  // kBufferBytes, of which used_ are filled
+  std::size_t used_ = 0;
   std::uint64_t written_ = 0;
   std::uint64_t nextId_ = 0;
   std::uint64_t events_ = 0;
