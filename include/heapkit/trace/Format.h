@@ -88,6 +88,23 @@ inline const unsigned char* getVarint(const unsigned char* p, const unsigned cha
     value = *p;
     return p + 1;
   }
+  // Two and three bytes (object distances, time deltas) without a bound check per byte
+  // where the longest varint fits: the decoder spends most of its time here.
+  if (end - p >= static_cast<std::ptrdiff_t>(kMaxVarintBytes)) [[likely]] {
+    std::uint64_t result = p[0] & 0x7f;
+    std::uint64_t byte = p[1];
+    result |= (byte & 0x7f) << 7;
+    if (byte < 0x80) {
+      value = result;
+      return p + 2;
+    }
+    byte = p[2];
+    result |= (byte & 0x7f) << 14;
+    if (byte < 0x80) {
+      value = result;
+      return p + 3;
+    }
+  }
   std::uint64_t result = 0;
   for (unsigned shift = 0; shift < 64; shift += 7) {
     if (p >= end) return nullptr;

@@ -42,17 +42,21 @@ class TraceDecoder {
       const unsigned char* record = p_;
       std::uint64_t tag;
       const unsigned char* q = getVarint(p_, end_, tag);
-      if (q == nullptr) return fail(record, p_ == end_ ? "truncated: the trace ends without its end record" : "truncated record");
+      if (q == nullptr) [[unlikely]]
+        return fail(record, p_ == end_ ? "truncated: the trace ends without its end record" : "truncated record");
       std::uint64_t delta = tag >> kOpBits;
-      if (delta > UINT64_MAX - time_) return fail(record, "time overflows 64 bits");
-      time_ += delta;
+      if (delta > UINT64_MAX - time_) [[unlikely]] return fail(record, "time overflows 64 bits");
+      // Kept in locals and stored once: reading back a field just written (time_, nextId_)
+      // as part of a wider copy into the event stalls store forwarding on every record.
+      const std::uint64_t time = time_ + delta;
+      time_ = time;
       Op op = static_cast<Op>(tag & ((1u << kOpBits) - 1));
       std::uint64_t a, b;
       switch (op) {
         case Op::Malloc:
         case Op::Calloc:
-          if ((q = getVarint(q, end_, a)) == nullptr) return fail(record, "truncated record");
-          if (!threadKnown_) return fail(record, "operation before any thread record");
+          if ((q = getVarint(q, end_, a)) == nullptr) [[unlikely]] return fail(record, "truncated record");
+          if (!threadKnown_) [[unlikely]] return fail(record, "operation before any thread record");
           e.op = op;
           e.size = a;
           e.alignment = 0;
@@ -61,7 +65,7 @@ class TraceDecoder {
           if ((q = getVarint(q, end_, b)) == nullptr || (q = getVarint(q, end_, a)) == nullptr)
             return fail(record, "truncated record");
           if (!threadKnown_) return fail(record, "operation before any thread record");
-          if (b > kMaxAlignmentLog2) return fail(record, "alignment 2^" + std::to_string(b) + " is out of range");
+          if (b > kMaxAlignmentLog2) return failAlignment(record, b);
           e.op = op;
           e.size = a;
           e.alignment = std::uint64_t{1} << b;
@@ -76,13 +80,13 @@ class TraceDecoder {
           e.alignment = 0;
           break;
         case Op::Free:
-          if ((q = getVarint(q, end_, b)) == nullptr) return fail(record, "truncated record");
-          if (!threadKnown_) return fail(record, "operation before any thread record");
-          if (!release(record, b, "free", e.id)) return false;
+          if ((q = getVarint(q, end_, b)) == nullptr) [[unlikely]] return fail(record, "truncated record");
+          if (!threadKnown_) [[unlikely]] return fail(record, "operation before any thread record");
+          if (!release(record, b, "free", e.id)) [[unlikely]] return false;
           e.op = op;
           e.size = 0;
           e.thread = thread_;
-          e.time = time_;
+          e.time = time;
           ++events_;
           p_ = q;
           return true;
@@ -92,7 +96,7 @@ class TraceDecoder {
             if ((q = getVarint(q, end_, b)) == nullptr) return fail(record, "truncated record");
             osTids_.push_back(b);
           } else if (a > osTids_.size()) {
-            return fail(record, "thread " + std::to_string(a) + " appears before thread " + std::to_string(osTids_.size()));
+            return failThreadOrder(record, a);
           }
           thread_ = static_cast<std::uint32_t>(a);
           threadKnown_ = true;
@@ -100,24 +104,24 @@ class TraceDecoder {
           continue;
         case Op::End:
           if ((q = getVarint(q, end_, a)) == nullptr) return fail(record, "truncated record");
-          if (a != events_)
-            return fail(record, "the end record counts " + std::to_string(a) + " operations but the trace holds " +
-                                    std::to_string(events_));
-          if (q != end_) return fail(q, std::to_string(end_ - q) + " bytes after the end record");
+          if (a != events_) return failEndCount(record, a);
+          if (q != end_) return failTrailing(q);
           p_ = q;
           done_ = true;
           return false;
         default:
-          return fail(record, "unknown record kind " + std::to_string(static_cast<unsigned>(op)));
+          return failKind(record, static_cast<unsigned>(op));
       }
       // An allocation: the next object id.
+      const std::uint64_t id = nextId_;
+      nextId_ = id + 1;
       if (checkLiveness_) {
-        if ((nextId_ & 63) == 0) live_.push_back(0);
-        live_[nextId_ >> 6] |= std::uint64_t{1} << (nextId_ & 63);
+        if ((id & 63) == 0) live_.push_back(0);
+        live_[id >> 6] |= std::uint64_t{1} << (id & 63);
       }
-      e.id = nextId_++;
+      e.id = id;
       e.thread = thread_;
-      e.time = time_;
+      e.time = time;
       ++events_;
       p_ = q;
       return true;
@@ -176,20 +180,44 @@ class TraceDecoder {
 
   // Resolves a distance back to an object id and ends that object's life.
   bool release(const unsigned char* record, std::uint64_t distance, const char* what, std::uint64_t& id) {
-    if (distance >= nextId_)
-      return fail(record, std::string(what) + " of an unknown object (" + std::to_string(distance) +
-                              " objects back, but only " + std::to_string(nextId_) + " were allocated)");
+    if (distance >= nextId_) [[unlikely]] return failUnknown(record, distance, what);
     id = nextId_ - 1 - distance;
     if (checkLiveness_) {
       std::uint64_t& word = live_[id >> 6];
       std::uint64_t bit = std::uint64_t{1} << (id & 63);
-      if ((word & bit) == 0) return fail(record, std::string(what) + " of object " + std::to_string(id) + ", which was already freed");
+      if ((word & bit) == 0) [[unlikely]] return failFreed(record, id, what);
       word &= ~bit;
     }
     return true;
   }
 
-  bool fail(const unsigned char* at, const std::string& message) {
+  // The messages, built out of line: next() stays small enough to inline into a loop.
+  [[gnu::cold, gnu::noinline]] bool failUnknown(const unsigned char* record, std::uint64_t distance, const char* what) {
+    return fail(record, std::string(what) + " of an unknown object (" + std::to_string(distance) +
+                            " objects back, but only " + std::to_string(nextId_) + " were allocated)");
+  }
+  [[gnu::cold, gnu::noinline]] bool failFreed(const unsigned char* record, std::uint64_t id, const char* what) {
+    return fail(record, std::string(what) + " of object " + std::to_string(id) + ", which was already freed");
+  }
+  [[gnu::cold, gnu::noinline]] bool failAlignment(const unsigned char* record, std::uint64_t log2) {
+    return fail(record, "alignment 2^" + std::to_string(log2) + " is out of range");
+  }
+  [[gnu::cold, gnu::noinline]] bool failThreadOrder(const unsigned char* record, std::uint64_t thread) {
+    return fail(record, "thread " + std::to_string(thread) + " appears before thread " + std::to_string(osTids_.size()));
+  }
+  [[gnu::cold, gnu::noinline]] bool failEndCount(const unsigned char* record, std::uint64_t counted) {
+    return fail(record, "the end record counts " + std::to_string(counted) + " operations but the trace holds " +
+                            std::to_string(events_));
+  }
+  [[gnu::cold, gnu::noinline]] bool failTrailing(const unsigned char* after) {
+    return fail(after, std::to_string(end_ - after) + " bytes after the end record");
+  }
+  [[gnu::cold, gnu::noinline]] bool failKind(const unsigned char* record, unsigned kind) {
+    return fail(record, "unknown record kind " + std::to_string(kind));
+  }
+
+  [[gnu::cold, gnu::noinline]] bool fail(const unsigned char* at, const char* message) { return fail(at, std::string(message)); }
+  [[gnu::cold, gnu::noinline]] bool fail(const unsigned char* at, const std::string& message) {
     if (!failed_) {
       failed_ = true;
       errorOffset_ = static_cast<std::uint64_t>(at - begin_);
