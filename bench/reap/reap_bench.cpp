@@ -177,6 +177,7 @@ struct Config {
 };
 
 // Sizes drawn once; every allocator sees the same sequence.
+// count is a power of two (the workloads index with a mask).
 std::vector<std::uint32_t> drawSizes(std::size_t count, std::uint64_t seed, bool server) {
   std::mt19937_64 rng(seed);
   std::vector<std::uint32_t> sizes(count);
@@ -201,6 +202,8 @@ inline void touch(void* p, std::size_t n) {
 
 template <class A>
 double compiler(const std::vector<std::uint32_t>& sizes, int units) {
+  // A mask, not %: a division per object would cost as much as a region's allocation.
+  const std::size_t sizeMask = sizes.size() - 1;
   auto start = std::chrono::steady_clock::now();
   std::uint64_t check = 0;
   std::size_t next = 0;
@@ -209,7 +212,7 @@ double compiler(const std::vector<std::uint32_t>& sizes, int units) {
     for (int function = 0; function < 20; ++function) {
       auto* functionRegion = A::create(unitRegion);
       for (int node = 0; node < 500; ++node) {
-        std::size_t n = sizes[next++ % sizes.size()];
+        std::size_t n = sizes[next++ & sizeMask];
         // One node in 16 outlives the function (symbols, types): the unit keeps it.
         auto* region = node % 16 == 0 ? unitRegion : functionRegion;
         void* p = A::alloc(region, n);
@@ -226,6 +229,8 @@ double compiler(const std::vector<std::uint32_t>& sizes, int units) {
 
 template <class A>
 double server(const std::vector<std::uint32_t>& sizes, int connections) {
+  // A mask, not %: a division per object would cost as much as a region's allocation.
+  const std::size_t sizeMask = sizes.size() - 1;
   auto start = std::chrono::steady_clock::now();
   std::uint64_t check = 0;
   std::size_t next = 0;
@@ -238,7 +243,7 @@ double server(const std::vector<std::uint32_t>& sizes, int connections) {
       // third) are freed when the request is done.
       int scratchCount = 0;
       for (int object = 0; object < 24; ++object) {
-        std::size_t n = sizes[next++ % sizes.size()];
+        std::size_t n = sizes[next++ & sizeMask];
         void* p = A::alloc(region, n);
         touch(p, n < 64 ? n : 64);  // headers written; buffers filled later, if at all
         check += reinterpret_cast<std::uintptr_t>(p) & 0xff;
