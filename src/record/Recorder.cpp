@@ -217,10 +217,8 @@ template <spool::Kind kind>
 void log(std::uint64_t address, std::uint64_t value, std::uint64_t extra);
 
 // The first record of a thread, and records after its buffer was released at thread exit.
-// Also where nothing is recorded: no spool, or the recorder's own allocations.
 template <spool::Kind kind>
-__attribute__((noinline)) void logSlow(std::uint64_t address, std::uint64_t value, std::uint64_t extra) {
-  if (busy || spoolFd.load(std::memory_order_relaxed) < 0) return;
+__attribute__((noinline)) void logWithoutBuffer(std::uint64_t address, std::uint64_t value, std::uint64_t extra) {
   if (threadBuffer == kReleased) {
     unsigned char bytes[spool::kMaxRecordBytes];
     spool::CodecState state;
@@ -236,6 +234,14 @@ __attribute__((noinline)) void logSlow(std::uint64_t address, std::uint64_t valu
   threadBuffer = newBuffer();
   busy = false;
   if (threadBuffer != nullptr) log<kind>(address, value, extra);
+}
+
+// Kept apart from logWithoutBuffer, whose stack frame would cost every call of a process
+// that records nothing.
+template <spool::Kind kind>
+__attribute__((noinline)) void logSlow(std::uint64_t address, std::uint64_t value, std::uint64_t extra) {
+  if (busy || spoolFd.load(std::memory_order_relaxed) < 0) return;
+  logWithoutBuffer<kind>(address, value, extra);
 }
 
 // Appends one record to the thread's buffer: a few stores, no lock, no atomic
@@ -553,3 +559,11 @@ void _Exit(int status) {
 #pragma GCC visibility pop
 
 }  // extern "C"
+
+// The malloc family in this translation unit, so that it calls the entry points above
+// directly, inlined, rather than through a call into another object file. The wrapper
+// tests the optional (weak) entry points for presence; here they are all defined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Waddress"
+#include "wrapper.cpp"
+#pragma GCC diagnostic pop
