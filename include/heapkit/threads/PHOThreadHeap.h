@@ -12,13 +12,14 @@
 
 #include "heapkit/core/HeapContract.h"
 #include "heapkit/core/SizeWord.h"
+#include "heapkit/threads/HeapArray.h"
 #include "heapkit/threads/Locks.h"
 
 namespace heapkit {
 
 template <std::size_t NumHeaps, SizedHeap PerThreadHeap>
-class PHOThreadHeap {
-  static_assert(NumHeaps > 0);
+class PHOThreadHeap : public HeapArray<NumHeaps, PerThreadHeap> {
+  using HeapArray<NumHeaps, PerThreadHeap>::heaps_;
   static constexpr std::size_t kHeaderBytes = 16;
 
  public:
@@ -49,36 +50,6 @@ class PHOThreadHeap {
 
   // Which heap owns an object (for tests and diagnostics).
   static std::size_t ownerOf(void* object) { return (static_cast<std::size_t*>(object) - 2)[0]; }
-
-  std::size_t bytesHeld() const
-    requires FootprintHeap<PerThreadHeap>
-  {
-    std::size_t total = 0;
-    for (const PerThreadHeap& heap : heaps_) total += heap.bytesHeld();
-    return total;
-  }
-  std::size_t peakBytesHeld() const
-    requires FootprintHeap<PerThreadHeap>
-  {
-    std::size_t total = 0;
-    for (const PerThreadHeap& heap : heaps_) total += heap.peakBytesHeld();
-    return total;
-  }
-
-  void prepareFork() {
-    for (PerThreadHeap& heap : heaps_) forkhooks::prepare(heap);
-  }
-  void parentAfterFork() {
-    for (PerThreadHeap& heap : heaps_) forkhooks::parent(heap);
-  }
-  void childAfterFork() {
-    for (PerThreadHeap& heap : heaps_) forkhooks::child(heap);
-  }
-
-  PerThreadHeap& heap(std::size_t index) { return heaps_[index]; }
-
- private:
-  PerThreadHeap heaps_[NumHeaps];
 };
 
 }  // namespace heapkit

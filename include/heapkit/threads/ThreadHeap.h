@@ -10,13 +10,14 @@
 #include <cstddef>
 
 #include "heapkit/core/HeapContract.h"
+#include "heapkit/threads/HeapArray.h"
 #include "heapkit/threads/Locks.h"
 
 namespace heapkit {
 
 template <std::size_t NumHeaps, Heap PerThreadHeap>
-class ThreadHeap {
-  static_assert(NumHeaps > 0);
+class ThreadHeap : public HeapArray<NumHeaps, PerThreadHeap> {
+  using HeapArray<NumHeaps, PerThreadHeap>::heaps_;
 
  public:
   static constexpr std::size_t Alignment = PerThreadHeap::Alignment;
@@ -31,38 +32,10 @@ class ThreadHeap {
     return mine().getSize(object);
   }
 
-  std::size_t bytesHeld() const
-    requires FootprintHeap<PerThreadHeap>
-  {
-    std::size_t total = 0;
-    for (const PerThreadHeap& heap : heaps_) total += heap.bytesHeld();
-    return total;
-  }
-  // Peaks of different heaps fall at different times: the sum bounds the true peak.
-  std::size_t peakBytesHeld() const
-    requires FootprintHeap<PerThreadHeap>
-  {
-    std::size_t total = 0;
-    for (const PerThreadHeap& heap : heaps_) total += heap.peakBytesHeld();
-    return total;
-  }
-
-  void prepareFork() {
-    for (PerThreadHeap& heap : heaps_) forkhooks::prepare(heap);
-  }
-  void parentAfterFork() {
-    for (PerThreadHeap& heap : heaps_) forkhooks::parent(heap);
-  }
-  void childAfterFork() {
-    for (PerThreadHeap& heap : heaps_) forkhooks::child(heap);
-  }
-
   PerThreadHeap& heapOfThisThread() { return mine(); }
 
  private:
   PerThreadHeap& mine() { return heaps_[threadIndex() % NumHeaps]; }
-
-  PerThreadHeap heaps_[NumHeaps];
 };
 
 }  // namespace heapkit
