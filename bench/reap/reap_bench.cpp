@@ -295,15 +295,32 @@ std::vector<Row> rowsFor(const std::vector<std::uint32_t>& sizes, int count, boo
   return rows;
 }
 
+int usage(const char* program) {
+  std::fprintf(stderr,
+               "usage: %s [--runs N] [--scale S] [--workload compiler|server] [--only NAME]\n"
+               "  --runs N       interleaved runs per allocator; the median is reported (default %d)\n"
+               "  --scale S      multiplies every workload's size (default 1)\n"
+               "  --workload W   run one workload only\n"
+               "  --only NAME    run only the allocators whose name contains NAME\n",
+               program, Config{}.runs);
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Config config;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--runs") == 0) config.runs = std::max(1, std::atoi(argv[i + 1]));
-    else if (std::strcmp(argv[i], "--scale") == 0) config.scale = std::atof(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--workload") == 0) config.workload = argv[i + 1];
-    else if (std::strcmp(argv[i], "--only") == 0) config.only = argv[i + 1];
+  for (int i = 1; i < argc; i += 2) {
+    const char* option = argv[i];
+    const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (value == nullptr) return usage(argv[0]);
+    if (std::strcmp(option, "--runs") == 0 && std::atoi(value) >= 1) config.runs = std::atoi(value);
+    else if (std::strcmp(option, "--scale") == 0 && std::atof(value) > 0) config.scale = std::atof(value);
+    else if (std::strcmp(option, "--workload") == 0 &&
+             (std::strcmp(value, "compiler") == 0 || std::strcmp(value, "server") == 0))
+      config.workload = value;
+    else if (std::strcmp(option, "--only") == 0) config.only = value;
+    else return usage(argv[0]);
   }
   apr_initialize();
   talloc_disable_null_tracking();

@@ -1,4 +1,7 @@
-// The whole heap-layers library. Include single headers to keep builds fast.
+// The whole heap-layers library: every layer, from the top heaps to the malloc wrapper.
+// Include single headers to keep builds fast. Not here: the trace format (heapkit/trace/,
+// a separate concern with its own readers and writers) and the C APIs (heapkit/reap.h,
+// heapkit/obstack.h).
 #pragma once
 
 #include "heapkit/core/ContiguousArena.h"
@@ -39,3 +42,16 @@
 #include "heapkit/general/CoalescingKingsleyHeap.h"
 #include "heapkit/general/KingsleyHeap.h"
 #include "heapkit/general/LeaHeap.h"
+#include "heapkit/special/ObstackHeap.h"
+#include "heapkit/special/Reap.h"
+#include "heapkit/special/ReapHeap.h"
+#include "heapkit/special/SegregatedFreeLists.h"
+#include "heapkit/special/XallocHeap.h"
+#include "heapkit/special/ZoneHeap.h"
+#include "heapkit/threads/HeapArray.h"
+#include "heapkit/threads/LockedHeap.h"
+#include "heapkit/threads/Locks.h"
+#include "heapkit/threads/PHOThreadHeap.h"
+#include "heapkit/threads/ScalableHeap.h"
+#include "heapkit/threads/ThreadHeap.h"
+#include "heapkit/wrapper/ANSIWrapper.h"
