@@ -8,8 +8,10 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 import heapkit
 from heapkit import convert as _convert
@@ -40,11 +42,34 @@ def _byte_progress(description: str) -> Progress:
 
 
 def _fail(message: str) -> None:
-    console.print(f"[red]heapkit: {message}[/red]", highlight=False, soft_wrap=True)
+    console.print(Text(f"heapkit: {message}", style="red"), highlight=False, soft_wrap=True)
     sys.exit(1)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# What bad input, a bad output path or an unusable program can raise below the commands:
+# each becomes one line and exit status 1. Anything else is a bug and keeps its traceback.
+_INPUT_ERRORS = (heapkit.TraceError, ReplayError, OSError, ValueError, MemoryError, RuntimeError)
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, MemoryError):
+        return "out of memory (the input asks for more than this machine has)"
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        return f"{error.filename}: {error.strerror}"
+    return str(error) or type(error).__name__
+
+
+class _Commands(click.Group):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise  # click's own (some derive from RuntimeError)
+        except _INPUT_ERRORS as error:
+            _fail(_describe(error))
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(heapkit.__version__, prog_name="heapkit")
 def main() -> None:
     """heapkit: record a program's allocations once, inspect them, replay them on any allocator."""
@@ -52,15 +77,20 @@ def main() -> None:
 
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Trace of the command's process [default: <command>.hkt]. Other processes: <stem>.<pid>.hkt.")
+              help="Trace of the command's process (its last image) [default: <command>.hkt]. "
+                   "Other images: <stem>.<pid>.hkt as a process began, <stem>.<pid>-<n>.hkt after its n-th exec.")
 @click.option("--keep-spool", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Keep the recorder's raw per-process spools in this directory.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def record(output: Path | None, keep_spool: Path | None, command: tuple[str, ...]) -> None:
     """Run COMMAND with every malloc-family call recorded (threads, forks and execs included).
 
-    Use -- before the command: heapkit record -o ls.hkt -- ls -l
-    heapkit exits with the command's exit status.
+    Use -- before the command:
+
+    \b
+        heapkit record -o ls.hkt -- ls -l
+
+    heapkit exits with the command's exit status (128+N if signal N ended it).
     """
     if output is None:
         output = Path(Path(command[0]).name + ".hkt")
@@ -70,10 +100,7 @@ def record(output: Path | None, keep_spool: Path | None, command: tuple[str, ...
         def on_merge(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total, visible=True)
 
-        try:
-            result = heapkit.record(command, output, keep_spool, on_merge)
-        except (FileNotFoundError, heapkit.TraceError) as error:
-            _fail(str(error))
+        result = heapkit.record(command, output, keep_spool, on_merge)
     shown = result.traces if len(result.traces) <= 8 else [t for t in result.traces if t is result.main]
     for t in shown:
         notes = []
@@ -83,11 +110,11 @@ def record(output: Path | None, keep_spool: Path | None, command: tuple[str, ...
             notes.append(f"{t.truncated_records} records cut short")
         note = f" ({'; '.join(notes)})" if notes else ""
         console.print(f"{t.path}: pid {t.pid}, {t.events:,} operations, {t.threads} threads, "
-                      f"{_bytes(t.bytes)}{note}", highlight=False)
+                      f"{_bytes(t.bytes)}{note}", highlight=False, markup=False)
     if len(shown) < len(result.traces):
         others = [t for t in result.traces if t is not result.main]
         console.print(f"and {len(others)} traces of other processes ({sum(t.events for t in others):,} operations), "
-                      f"e.g. {others[0].path}", highlight=False)
+                      f"e.g. {others[0].path}", highlight=False, markup=False)
     if result.returncode < 0:
         console.print(f"[yellow]the command was ended by signal {-result.returncode}[/yellow]")
         sys.exit(128 - result.returncode)
@@ -102,36 +129,34 @@ def record(output: Path | None, keep_spool: Path | None, command: tuple[str, ...
 @click.option("--to", type=click.Choice(_convert.EXPORT_FORMATS), default=None,
               help="Format to write when INPUT is a heapkit trace [default: text]; heaptrack is the "
                    "file heaptrack_print and heaptrack_gui read.")
-@click.option("--lenient", is_flag=True, help="Skip frees of unknown addresses instead of failing.")
+@click.option("--lenient", is_flag=True, help="Skip frees of unknown addresses, and keep the later time where a text log's time "
+                   "goes backwards, instead of failing.")
 def convert(input: Path, output: Path, from_: str | None, to: str | None, lenient: bool) -> None:
     """Convert a log (text, mtrace, heaptrack raw or interpreted; .gz/.xz/.zst too) into a
     heapkit trace, or a heapkit trace into a text, mtrace or heaptrack log (heaptrack's
     interpreted file, for heaptrack_print and heaptrack_gui; name it .zst or .gz to compress)."""
-    try:
-        with _byte_progress("converting") as bar:
-            task = bar.add_task("converting", total=None)
+    with _byte_progress("converting") as bar:
+        task = bar.add_task("converting", total=None)
 
-            def progress(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
 
-            if _convert.is_trace(input):
-                if from_:
-                    _fail(f"{input} is already a heapkit trace; --from applies to logs")
-                n = heapkit.export_log(input, output, to or "text", progress)
-                summary = f"{n:,} operations"
-            else:
-                if to:
-                    _fail(f"{input} is a log; it converts to a heapkit trace (--to applies to traces)")
-                s = heapkit.import_log(input, output, from_, lenient, progress)
-                summary = f"{s['events']:,} operations, {s['objects']:,} objects, {_bytes(s['bytes_written'])}"
-                if s["unknown_frees"]:
-                    summary += f", {s['unknown_frees']:,} frees of unknown addresses skipped"
-                if s["reused_addresses"]:
-                    summary += f", {s['reused_addresses']:,} allocations at live addresses"
-    except (heapkit.TraceError, ValueError, OSError) as error:
-        output.unlink(missing_ok=True)
-        _fail(str(error))
-    console.print(f"{output}: {summary}", highlight=False)
+        # Both write OUTPUT only once the conversion has succeeded.
+        if _convert.is_trace(input):
+            if from_:
+                _fail(f"{input} is already a heapkit trace; --from applies to logs")
+            n = heapkit.export_log(input, output, to or "text", progress)
+            summary = f"{n:,} operations"
+        else:
+            if to:
+                _fail(f"{input} is a log; it converts to a heapkit trace (--to applies to traces)")
+            s = heapkit.import_log(input, output, from_, lenient, progress)
+            summary = f"{s['events']:,} operations, {s['objects']:,} objects, {_bytes(s['bytes_written'])}"
+            if s["unknown_frees"]:
+                summary += f", {s['unknown_frees']:,} frees of unknown addresses skipped"
+            if s["reused_addresses"]:
+                summary += f", {s['reused_addresses']:,} allocations at live addresses"
+    console.print(f"{output}: {summary}", highlight=False, markup=False)
 
 
 def _sparkline(values: list[int], width: int = 60) -> str:
@@ -151,17 +176,16 @@ def _sparkline(values: list[int], width: int = 60) -> str:
 @click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="How many frequent sizes to list.")
 def stats(trace: Path, as_json: bool, top: int) -> None:
     """Profile a trace: objects, bytes, peaks, sizes, lifetimes, threads, live bytes over time."""
-    try:
-        with _byte_progress("reading") as bar:
-            task = bar.add_task("reading", total=None)
-            s = heapkit.stats(trace, top_sizes=top, progress=lambda d, t: bar.update(task, completed=d, total=t))
-    except (heapkit.TraceError, OSError) as error:
-        _fail(str(error))
+    with _byte_progress("reading") as bar:
+        task = bar.add_task("reading", total=None)
+        s = heapkit.stats(trace, top_sizes=top, progress=lambda d, t: bar.update(task, completed=d, total=t))
     if as_json:
-        out.print_json(json.dumps(s.to_dict(), default=str))
+        # Plain json: rich's highlighting takes minutes on a trace with 100 000 threads.
+        click.echo(json.dumps(s.to_dict(), default=str, indent=2))
         return
 
-    summary = Table(title=f"{trace}  ({s.header.source}, pid {s.header.pid}: {s.header.command})", show_header=False)
+    summary = Table(title=escape(f"{trace}  ({s.header.source}, pid {s.header.pid}: {s.header.command})"),
+                    show_header=False)
     summary.add_column(style="bold")
     summary.add_column(justify="right")
     rows = [
@@ -209,8 +233,14 @@ def stats(trace: Path, as_json: bool, top: int) -> None:
     threads = Table(title="threads")
     for column in ("thread", "OS tid", "allocations", "frees", "bytes", "frees of others' objects"):
         threads.add_column(column, justify="right")
-    for i, t in enumerate(s.threads):
+    # The busiest --top threads: a table of every thread would not be read, and drawing one
+    # of 100 000 rows takes minutes (--json has them all).
+    busiest = sorted(range(len(s.threads)), key=lambda i: -(s.threads[i].allocations + s.threads[i].frees))[:top]
+    for i in sorted(busiest):
+        t = s.threads[i]
         threads.add_row(str(i), str(t.os_tid), f"{t.allocations:,}", f"{t.frees:,}", f"{t.bytes:,}", f"{t.remote_frees:,}")
+    if len(s.threads) > len(busiest):
+        threads.caption = f"the {len(busiest)} busiest of {len(s.threads):,} threads (--top; --json lists all)"
     for table in (hist, frequent, lifetimes, threads):
         out.print(table)
     out.print("[bold]live bytes over time[/bold] (peak "
@@ -230,25 +260,22 @@ def replay(trace: Path, allocators: tuple[str, ...], runs: int, no_touch: bool, 
     """Replay TRACE on real allocators (LD_PRELOAD, no application code): time per operation
     and peak footprint, medians of RUNS fresh processes."""
     results = []
-    try:
-        with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
-            task = bar.add_task("replaying", total=runs * len(allocators))
-            for name in allocators:
-                bar.update(task, description=f"replaying on {name}")
-                results.append(heapkit.replay(trace, name, runs, not no_touch, lambda d, t: bar.advance(task)))
-    except (heapkit.TraceError, FileNotFoundError, ValueError, ReplayError) as error:
-        _fail(str(error))
+    with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task("replaying", total=runs * len(allocators))
+        for name in allocators:
+            bar.update(task, description=escape(f"replaying on {name}"))
+            results.append(heapkit.replay(trace, name, runs, not no_touch, lambda d, t: bar.advance(task)))
     if as_json:
-        out.print_json(json.dumps([{"allocator": r.allocator, "library": str(r.library) if r.library else None,
+        click.echo(json.dumps([{"allocator": r.allocator, "library": str(r.library) if r.library else None,
                                      "operations": r.operations, "max_live_bytes": r.max_live_bytes,
-                                     "runs": [vars(x) for x in r.runs]} for r in results]))
+                                     "runs": [vars(x) for x in r.runs]} for r in results], indent=2))
         return
-    table = Table(title=f"{trace}: {results[0].operations:,} operations, peak live {_bytes(results[0].max_live_bytes)}"
-                        f" (medians of {runs} runs)")
+    table = Table(title=escape(f"{trace}: {results[0].operations:,} operations, peak live "
+                               f"{_bytes(results[0].max_live_bytes)} (medians of {runs} runs)"))
     for column in ("allocator", "time", "ns / op", "footprint", "footprint / live", "failed"):
         table.add_column(column, justify="right")
     for r in results:
-        table.add_row(r.allocator, f"{r.median_seconds * 1e3:,.2f} ms", f"{r.median_ns_per_op:.1f}",
+        table.add_row(escape(r.allocator), f"{r.median_seconds * 1e3:,.2f} ms", f"{r.median_ns_per_op:.1f}",
                       _bytes(r.median_footprint_bytes), f"{r.fragmentation:.2f}",
                       str(max(x.failed_allocations for x in r.runs)))
     out.print(table)
@@ -258,12 +285,9 @@ def replay(trace: Path, allocators: tuple[str, ...], runs: int, no_touch: bool, 
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def check(trace: Path) -> None:
     """Check that TRACE is a complete, valid heapkit trace (exit status 1 if not)."""
-    try:
-        header = heapkit.read_header(trace)
-        n = sum(len(chunk["op"]) for chunk in heapkit.events(trace))
-    except (heapkit.TraceError, OSError) as error:
-        _fail(str(error))
-    out.print(f"{trace}: valid heapkit trace, version {header.version}, {n:,} operations", highlight=False)
+    header = heapkit.read_header(trace)
+    n = sum(len(chunk["op"]) for chunk in heapkit.events(trace))
+    out.print(f"{trace}: valid heapkit trace, version {header.version}, {n:,} operations", highlight=False, markup=False)
 
 
 if __name__ == "__main__":

@@ -14,13 +14,17 @@ Outputs whose names end so are compressed the same way.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import gzip
 import lzma
 import os
 import shlex
+import stat
+import zlib
 from os import PathLike
 from pathlib import Path
-from typing import BinaryIO, Callable, Optional
+from typing import BinaryIO, Callable, Iterator, Optional
 
 from heapkit import _core
 
@@ -34,10 +38,48 @@ _MAGIC = b"\x89HKT"
 _CHUNK = 1 << 20
 
 
+def _open_input(path: str | PathLike) -> BinaryIO:
+    """Opens a file to read, refusing what is not a regular file (a FIFO would block)."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise ValueError(f"{path}: not a regular file")
+    return open(path, "rb")
+
+
 def is_trace(path: str | PathLike) -> bool:
     """True if the file starts like a heapkit trace."""
-    with open(path, "rb") as f:
+    with _open_input(path) as f:
         return f.read(4) == _MAGIC
+
+
+class _ZstdStream:
+    """Reads zstd frames one after another and, unlike zstandard's stream reader, fails on
+    a stream that ends inside a frame instead of returning what it had."""
+
+    def __init__(self, raw: BinaryIO):
+        import zstandard
+
+        self._new = zstandard.ZstdDecompressor().decompressobj
+        self._raw = raw
+        self._frame = self._new()
+        self._started = False
+        self._pending = bytearray()
+
+    def read(self, size: int) -> bytes:
+        while len(self._pending) < size:
+            data = self._raw.read(_CHUNK)
+            if not data:
+                if self._started and not self._frame.eof:
+                    raise EOFError("the zstd stream ends inside a frame")
+                break
+            while data:
+                if self._frame.eof:
+                    self._frame = self._new()
+                self._started = True
+                self._pending += self._frame.decompress(data)
+                data = self._frame.unused_data if self._frame.eof else b""
+        chunk = bytes(self._pending[:size])
+        del self._pending[:size]
+        return chunk
 
 
 def _decompressed(raw: BinaryIO) -> BinaryIO:
@@ -48,16 +90,58 @@ def _decompressed(raw: BinaryIO) -> BinaryIO:
     if head.startswith(b"\xfd7zXZ"):
         return lzma.LZMAFile(raw, "rb")
     if head.startswith(b"\x28\xb5\x2f\xfd"):
+        return _ZstdStream(raw)
+    return raw
+
+
+def _decompression_errors() -> tuple[type[BaseException], ...]:
+    errors: tuple[type[BaseException], ...] = (EOFError, zlib.error, lzma.LZMAError)
+    try:
         import zstandard
 
-        return zstandard.ZstdDecompressor().stream_reader(raw, closefd=False)
-    return raw
+        errors += (zstandard.ZstdError,)
+    except ImportError:
+        pass
+    return errors
+
+
+@contextlib.contextmanager
+def _read_compressed(path: Path) -> Iterator[tuple[BinaryIO, BinaryIO]]:
+    """(raw file, decompressed stream) of a log; a corrupt or truncated compressed stream
+    becomes a ValueError naming the file."""
+    with _open_input(path) as raw:
+        try:
+            yield raw, _decompressed(raw)
+        except _decompression_errors() as error:
+            raise ValueError(f"{path}: corrupt or truncated compressed data ({error})") from None
+
+
+@contextlib.contextmanager
+def _replacing(output: Path) -> Iterator[Path]:
+    """A temporary file beside ``output`` that becomes ``output`` only when the block
+    succeeds: a failed conversion leaves an existing file as it was, and converting a file
+    onto itself reads the original to the end. An output that is not a regular file
+    (/dev/stdout, a pipe) is written directly: renaming over it would replace the device."""
+    if output.exists() and not output.is_file():
+        yield output
+        return
+    directory = output.parent
+    if not directory.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "no such directory", str(directory))
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "cannot create files in this directory", str(directory))
+    temporary = output.with_name(f".{output.name}.{os.getpid()}.partial")
+    try:
+        yield temporary
+        os.replace(temporary, output)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def detect_format(path: str | PathLike) -> str:
     """Guesses the log format from the first meaningful line (see :data:`LOG_FORMATS`)."""
-    with open(path, "rb") as raw:
-        head = _decompressed(raw).read(64 * 1024).decode("utf-8", "replace")
+    with _read_compressed(Path(path)) as (_, stream):
+        head = stream.read(64 * 1024).decode("utf-8", "replace")
     for line in head.splitlines():
         tokens = line.split()
         if not tokens or tokens[0].startswith("#"):
@@ -91,17 +175,14 @@ def import_log(
     if format not in LOG_FORMATS:
         raise ValueError(f"unknown log format {format!r} (choose from {', '.join(LOG_FORMATS)})")
     total = os.path.getsize(source)
-    importer = _core.Importer(format, str(output), lenient, f"{format} log {shlex.quote(str(source))}")
-    with open(source, "rb") as raw:
-        stream = _decompressed(raw)
-        while True:
-            data = stream.read(_CHUNK)
-            if not data:
-                break
-            importer.feed(data)
-            if progress:
-                progress(min(raw.tell(), total), total)
-    summary = importer.finish()
+    with _replacing(Path(output)) as temporary:
+        importer = _core.Importer(format, str(temporary), lenient, f"{format} log {shlex.quote(str(source))}")
+        with _read_compressed(source) as (raw, stream):
+            while data := stream.read(_CHUNK):
+                importer.feed(data)
+                if progress:
+                    progress(min(raw.tell(), total), total)
+        summary = importer.finish()
     if progress:
         progress(total, total)
     return summary
@@ -136,21 +217,22 @@ def export_log(trace: str | PathLike, output: str | PathLike, format: str, progr
         raise ValueError(f"cannot convert to {format!r} (choose from {', '.join(EXPORT_FORMATS)})")
     output = Path(output)
     compress = _compressor(output)
-    # The exporter writes plain text; a compressed output is made from it afterwards.
-    plain = output.with_name(output.name + ".part") if compress else output
-    try:
-        exporter = _core.Exporter(str(trace), format, str(plain))
-        while exporter.step(1 << 18):
-            if progress:
-                progress(exporter.offset, exporter.size)
-        if compress:
-            with open(plain, "rb") as source, open(output, "wb") as raw:
-                with compress(raw) as sink:
-                    while data := source.read(_CHUNK):
-                        sink.write(data)
-    finally:
-        if compress:
-            plain.unlink(missing_ok=True)
+    with _replacing(output) as temporary:
+        # The exporter writes plain text; a compressed output is made from it afterwards.
+        plain = temporary.with_name(temporary.name + ".plain") if compress else temporary
+        try:
+            exporter = _core.Exporter(str(trace), format, str(plain))
+            while exporter.step(1 << 18):
+                if progress:
+                    progress(exporter.offset, exporter.size)
+            if compress:
+                with open(plain, "rb") as source, open(temporary, "wb") as raw:
+                    with compress(raw) as sink:
+                        while data := source.read(_CHUNK):
+                            sink.write(data)
+        finally:
+            if compress:
+                plain.unlink(missing_ok=True)
     if progress:
         progress(exporter.size, exporter.size)
     return exporter.events

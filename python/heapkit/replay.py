@@ -99,6 +99,13 @@ class ReplayError(RuntimeError):
     pass
 
 
+def _same_file(a: str, b: Path) -> bool:
+    try:
+        return bool(a) and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def replay(
     trace: str | PathLike,
     allocator: str = "glibc",
@@ -131,6 +138,12 @@ def replay(
         if done.returncode != 0:
             raise ReplayError(f"replay on {allocator} failed (status {done.returncode}): {done.stderr.strip()}")
         data = json.loads(done.stdout.strip().splitlines()[-1])
+        if lib is not None and not _same_file(data.get("malloc_library", ""), lib):
+            # The dynamic linker ignores a preload it cannot load, and a library without a
+            # malloc leaves the C library's: either way the figures would not be lib's.
+            reason = done.stderr.strip().splitlines()[0] if done.stderr.strip() else "it does not define malloc"
+            raise ReplayError(f"{allocator} is not a malloc library: the replay called the malloc of "
+                              f"{data.get('malloc_library') or 'an unknown file'} ({reason})")
         if result is None:
             result = ReplayResult(allocator, lib, data["operations"], data["max_live_bytes"])
         result.runs.append(ReplayRun(data["seconds"], data["ns_per_op"], data["footprint_bytes"],

@@ -49,13 +49,21 @@ LogFormat formatNamed(const std::string& name) {
   return format;
 }
 
+// Text from a trace (its command line, its source) as str: a trace may carry any bytes
+// there, and an invalid UTF-8 sequence becomes U+FFFD rather than an exception.
+nb::str traceText(const std::string& text) {
+  PyObject* decoded = PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "replace");
+  if (decoded == nullptr) throw nb::python_error();
+  return nb::steal<nb::str>(decoded);
+}
+
 nb::dict headerDict(const Header& h) {
   nb::dict d;
   d["version"] = std::to_string(h.versionMajor) + "." + std::to_string(h.versionMinor);
   d["pid"] = h.pid;
   d["start_unix_ns"] = h.startUnixNs;
-  d["command"] = h.command;
-  d["source"] = h.source;
+  d["command"] = traceText(h.command);
+  d["source"] = traceText(h.source);
   return d;
 }
 
@@ -159,7 +167,12 @@ class PyExporter {
         exporter_(formatNamed(format), input_->data(), input_->size(), file_.get()) {}
 
   bool step(std::uint64_t maxEvents) {
-    bool more = exporter_.step(maxEvents);
+    bool more;
+    try {
+      more = exporter_.step(maxEvents);
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error(path_ + ": " + e.what());
+    }
     if (exporter_.failed()) throw TraceError(trace_ + ": " + exporter_.error());
     if (!more) closeOutput(file_, path_);
     return more;
@@ -262,7 +275,7 @@ nb::dict mergeSpoolPy(const std::string& spool, const std::string& out) {
   d["unknown_frees"] = s.unknownFrees;
   d["truncated_records"] = s.truncatedRecords;
   d["bytes_written"] = s.bytesWritten;
-  d["command"] = s.command;
+  d["command"] = traceText(s.command);
   return d;
 }
 

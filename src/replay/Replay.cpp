@@ -1,13 +1,16 @@
 // heapkit-replay TRACE [--no-touch]: performs a trace's operations, in trace order on one
 // thread, against the process's malloc, and prints one line of JSON:
 //   operations, seconds, ns_per_op, baseline_rss_bytes, peak_rss_bytes, footprint_bytes,
-//   max_live_bytes (from the trace), end_rss_bytes
+//   max_live_bytes (from the trace), end_rss_bytes, malloc_library (the file that
+//   defines the malloc this process calls: a preloaded library that does not define one
+//   leaves the C library's, which the caller must not report as the library's figures)
 // The trace is decoded into memory first, so decoding is not timed; footprint is the peak
 // resident set during the replay minus the resident set before it (the decoded operations
 // and the object table). Each allocated object gets one byte written per page, as a program
 // that uses its memory would, so that untouched allocations do not hide footprint
 // (--no-touch turns that off). The peak is VmHWM, reset through /proc/self/clear_refs
 // just before the replay (peak_reset says whether that worked). Exit status: 0, 1 for usage or I/O errors, 2 for a bad trace.
+#include <dlfcn.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -97,6 +100,22 @@ inline void touch(void* object, std::uint64_t size) {
 }
 
 }  // namespace
+
+// The file that defines the malloc this process calls, as a JSON string.
+static std::string mallocLibraryJson() {
+  Dl_info info{};
+  void* (*mallocFunction)(std::size_t) = &malloc;
+  const char* file = dladdr(reinterpret_cast<void*>(mallocFunction), &info) != 0 && info.dli_fname != nullptr
+                         ? info.dli_fname
+                         : "";
+  std::string json = "\"";
+  for (const char* c = file; *c != '\0'; ++c) {
+    if (*c == '"' || *c == '\\') json += '\\';
+    if (static_cast<unsigned char>(*c) < 0x20) continue;  // no control characters in a path we report
+    json += *c;
+  }
+  return json + "\"";
+}
 
 int main(int argc, char** argv) {
   bool touchMemory = true;
@@ -191,11 +210,11 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"operations\": %zu, \"seconds\": %.9f, \"ns_per_op\": %.3f, \"baseline_rss_bytes\": %llu, "
       "\"peak_rss_bytes\": %llu, \"footprint_bytes\": %llu, \"end_rss_bytes\": %llu, \"max_live_bytes\": %llu, "
-      "\"failed_allocations\": %llu, \"touch\": %s, \"peak_reset\": %s}\n",
+      "\"failed_allocations\": %llu, \"touch\": %s, \"peak_reset\": %s, \"malloc_library\": %s}\n",
       ops.size(), elapsed, ops.empty() ? 0.0 : elapsed * 1e9 / static_cast<double>(ops.size()),
       static_cast<unsigned long long>(baseline), static_cast<unsigned long long>(peak),
       static_cast<unsigned long long>(peak > baseline ? peak - baseline : 0), static_cast<unsigned long long>(end),
       static_cast<unsigned long long>(maxLive), static_cast<unsigned long long>(failures), touchMemory ? "true" : "false",
-      peakReset ? "true" : "false");
+      peakReset ? "true" : "false", mallocLibraryJson().c_str());
   return 0;
 }

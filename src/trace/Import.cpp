@@ -1,6 +1,9 @@
 // Importers and exporters for the text, mtrace and heaptrack logs (heapkit/trace/Convert.h).
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cinttypes>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -97,6 +100,7 @@ struct LogImporter::Impl {
   // Heaptrack: which of its two files this is, decided by the first line only one has.
   enum class HeaptrackFile { Unknown, Raw, Interpreted } heaptrackFile = HeaptrackFile::Unknown;
   std::uint64_t heaptrackVersion = 3;  // the file format version from the "v" line
+  bool heaptrackVersionSeen = false;
   struct Ip {
     std::uint64_t module, function;
   };
@@ -128,11 +132,19 @@ struct LogImporter::Impl {
   // time is the event number, which keeps order and distances.
   std::uint64_t now() const { return format == LogFormat::Mtrace ? summary.events : time; }
 
+  // What a trace may hold (kMaxObjectBytes): a larger size in a log is corruption.
+  void checkSize(std::uint64_t size) const {
+    if (size > kMaxObjectBytes)
+      error("size " + std::to_string(size) + " is larger than any allocation can be (at most " +
+            std::to_string(kMaxObjectBytes) + ")");
+  }
+
   void allocate(std::uint64_t address, std::uint64_t size, Op op = Op::Malloc, bool haveOld = false, std::uint64_t oldId = 0) {
     if (address == 0) {
       ++summary.failedAllocations;
       return;
     }
+    checkSize(size);
     std::uint64_t previous = 0;
     if (live.contains(address)) {
       if (!lenient) error("allocation at 0x" + hex(address) + ", which is still live (use --lenient to end it there)");
@@ -172,6 +184,15 @@ struct LogImporter::Impl {
     return buffer;
   }
 
+  // A log's times may not go backwards (a trace's times never do); --lenient keeps the
+  // latest time instead, for logs merged from clocks that disagree a little.
+  void advanceTime(std::uint64_t stamp) {
+    if (stamp < time && !lenient)
+      error("time " + std::to_string(stamp) + " is before the previous line's " + std::to_string(time) +
+            " (use --lenient to keep the later time)");
+    time = std::max(time, stamp);
+  }
+
   void parseText(const std::vector<std::string_view>& t) {
     if (t.empty() || t[0][0] == '#') return;
     std::uint64_t stamp, address, size;
@@ -179,11 +200,11 @@ struct LogImporter::Impl {
     if (!parseAddress(t[2], address)) error("bad address '" + std::string(t[2]) + "'");
     if (t[1] == "new") {
       if (t.size() != 4 || !parseNumber(t[3], 10, size)) error("expected '<time> new <address> <size>'");
-      time = stamp;
+      advanceTime(stamp);
       allocate(address, size);
     } else if (t[1] == "delete") {
       if (t.size() != 3) error("expected '<time> delete <address>'");
-      time = stamp;
+      advanceTime(stamp);
       freeAddress(address);
     } else {
       error("unknown operation '" + std::string(t[1]) + "' (expected new or delete)");
@@ -269,6 +290,7 @@ struct LogImporter::Impl {
     } else if (kind == "a") {
       std::uint64_t size;
       if (t.size() != 3 || !parseNumber(t[1], 16, size)) error("expected 'a <size> <backtrace>'");
+      checkSize(size);
       sites.push_back({size, index(t[2], backtraces.size(), "backtrace")});
       liveAtSite.emplace_back();
     } else if (kind == "+") {
@@ -312,9 +334,11 @@ struct LogImporter::Impl {
       if (text.starts_with(kHeaptrackThreadComment)) {
         auto words = split(text.substr(kHeaptrackThreadComment.size()));
         std::uint64_t index, tid;
-        if (words.size() != 3 || words[1] != "tid" || !parseNumber(words[0], 10, index) || index >= UINT32_MAX ||
-            !parseNumber(words[2], 10, tid))
+        if (words.size() != 3 || words[1] != "tid" || !parseNumber(words[0], 10, index) || !parseNumber(words[2], 10, tid))
           error("expected '" + std::string(kHeaptrackThreadComment) + "<index> tid <os thread id>'");
+        if (index > TraceWriter::kMaxThreadNumber)
+          error("thread index " + std::to_string(index) + " is too large (at most " +
+                std::to_string(TraceWriter::kMaxThreadNumber) + ")");
         flushPendingFree();
         thread = static_cast<std::uint32_t>(index);
         writer.setOsTid(thread, tid);
@@ -326,7 +350,12 @@ struct LogImporter::Impl {
   void parseHeaptrack(std::string_view text, const std::vector<std::string_view>& t) {
     if (t.empty()) return;
     std::uint64_t value, address;
+    // Every heaptrack file, raw or interpreted, begins with its version line: without one,
+    // a file of other lines would pass as a heaptrack file with no operations.
+    if (!heaptrackVersionSeen && t[0] != "v")
+      error("not a heaptrack file: it must begin with the version line 'v <heaptrack version> <file version>'");
     if (t[0] == "v") {
+      heaptrackVersionSeen = true;
       if (summary.events == 0 && t.size() >= 3 && parseNumber(t[2], 16, value)) {
         if (value < 2) error("heaptrack file version " + std::to_string(value) + " is too old (need 2 or later)");
         heaptrackVersion = value;
@@ -553,7 +582,7 @@ bool LogExporter::step(std::uint64_t maxEvents) {
       if (decoder_.finished() && format_ == LogFormat::Mtrace) std::fputs("= End\n", out_);
       if (decoder_.finished() && format_ == LogFormat::Heaptrack)
         std::fprintf(out_, "c %" PRIx64 "\n", decoder_.time() / 1000000);  // the run's length
-      if (std::ferror(out_)) throw std::runtime_error("cannot write the output");
+      if (std::ferror(out_)) throw std::runtime_error(std::string("cannot write the output: ") + std::strerror(errno));
       return false;
     }
     std::uint64_t a = addressOf(e.id);

@@ -40,14 +40,21 @@ void StatsBuilder::sample(std::uint64_t time) {
   }
 }
 
+void StatsBuilder::overflowed(std::uint64_t size) {
+  error_ = "offset " + std::to_string(decoder_.offset()) + ": an object of " + std::to_string(size) +
+           " bytes takes the total allocated past 2^64 bytes";
+}
+
 bool StatsBuilder::step(std::uint64_t maxEvents) {
+  if (!error_.empty()) return false;
   Event e;
   for (std::uint64_t n = 0; n < maxEvents; ++n) {
     if (!decoder_.next(e)) return false;
     TraceStats& s = stats_;
     if (e.thread >= s.threads.size()) {
+      std::size_t known = s.threads.size();
       s.threads.resize(e.thread + 1);
-      for (std::size_t t = 0; t < s.threads.size(); ++t) s.threads[t].osTid = decoder_.osThreadIds()[t];
+      for (std::size_t t = known; t < s.threads.size(); ++t) s.threads[t].osTid = decoder_.osThreadIds()[t];
     }
     ThreadStats& thread = s.threads[e.thread];
     auto end = [&](std::uint64_t id) {
@@ -76,7 +83,12 @@ bool StatsBuilder::step(std::uint64_t maxEvents) {
       if (s.objects == 0 || e.size < s.minSize) s.minSize = e.size;
       s.maxSize = std::max(s.maxSize, e.size);
       ++s.objects;
-      s.totalBytes += e.size;
+      // Sizes are at most 2^56 (the decoder checks), so only a trace of more than 2^8
+      // such objects overflows: not a program's.
+      if (__builtin_add_overflow(s.totalBytes, e.size, &s.totalBytes)) [[unlikely]] {
+        overflowed(e.size);
+        return false;
+      }
       ++s.sizeHistogram[bucketOf(e.size)];
       if (e.size < kDirectSizes) ++sizeCounts_[e.size];
       else ++largeSizeCounts_[e.size];

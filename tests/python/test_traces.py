@@ -337,3 +337,112 @@ def test_replay_uses_the_preloaded_library(tmp_path):
 def test_unknown_allocator_is_a_clear_error(small_trace, heapkit_cli):
     done = run(heapkit_cli, "replay", small_trace, "-a", "nosuchmalloc")
     assert done.returncode == 1 and "unknown allocator" in done.stderr
+
+
+# ---- bad input that must neither crash nor lose data ----------------------------------------
+
+
+def test_failed_convert_keeps_the_existing_output(small_trace, tmp_path, heapkit_cli):
+    precious = tmp_path / "precious.hkt"
+    precious.write_bytes(small_trace.read_bytes())
+    truncated = tmp_path / "truncated.hkt"
+    truncated.write_bytes(small_trace.read_bytes()[:-3])
+    done = run(heapkit_cli, "convert", truncated, "-o", precious)
+    assert done.returncode == 1 and "offset" in done.stderr
+    assert precious.read_bytes() == small_trace.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["precious.hkt", "small.hkt", "small.txt", "truncated.hkt"]
+
+
+def test_convert_a_log_onto_itself(tmp_path, heapkit_cli):
+    log = tmp_path / "same.txt"
+    log.write_text(TEXT)
+    done = run(heapkit_cli, "convert", log, "-o", log)
+    assert done.returncode == 0, done.stderr
+    assert heapkit.stats(log).events == 6
+
+
+def test_unwritable_outputs_and_unrunnable_commands_are_one_line(small_trace, tmp_path, heapkit_cli):
+    cases = [
+        ("convert", small_trace, "-o", tmp_path / "missing" / "x.txt"),
+        ("convert", small_trace, "-o", "/dev/full"),
+        ("record", "-o", tmp_path / "p.hkt", "--", "/etc/passwd"),
+        ("record", "-o", tmp_path / "d.hkt", "--", tmp_path),
+    ]
+    for args in cases:
+        done = run(heapkit_cli, *args, timeout=60)
+        assert done.returncode == 1, (args, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, (args, done.stderr)
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path, heapkit_cli):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for args in (("stats", fifo), ("check", fifo), ("convert", fifo, "-o", tmp_path / "x.hkt")):
+        done = run(heapkit_cli, *args, timeout=30)
+        assert done.returncode == 1 and "not a regular file" in done.stderr, (args, done.stderr)
+
+
+def test_corrupt_and_truncated_compressed_logs(tmp_path, heapkit_cli):
+    import gzip
+    import lzma
+
+    import zstandard
+
+    text = (TEXT * 200).encode()
+    for suffix, compress in ((".gz", gzip.compress), (".xz", lzma.compress), (".zst", zstandard.compress)):
+        whole = compress(text)
+        for name, data in (("truncated", whole[: len(whole) // 2]),
+                           ("corrupt", whole[:12] + bytes(b ^ 0x5A for b in whole[12:40]) + whole[40:])):
+            log = tmp_path / f"{name}{suffix}"
+            log.write_bytes(data)
+            out = tmp_path / "out.hkt"
+            done = run(heapkit_cli, "convert", "--from", "text", log, "-o", out, timeout=60)
+            assert done.returncode == 1, (log.name, done.stdout, done.stderr)
+            assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+            assert not out.exists()
+
+
+def test_log_contents_that_no_program_produces(tmp_path, heapkit_cli):
+    cases = {
+        "backwards.txt": ("5 new 0x10 24\n1 delete 0x10\n", "is before the previous line's"),
+        "huge.txt": ("0 new 0x10 18446744073709551615\n", "larger than any allocation"),
+        "heaptrack.txt": ("+ 10 1 1000\n", "must begin with the version line"),
+        "thread.txt": ("v 10400 3\ns 1 x\n# heapkit thread 4294967294 tid 1\na 8 0\n+ 0\n", "too large"),
+    }
+    for name, (content, message) in cases.items():
+        log = tmp_path / name
+        log.write_text(content)
+        fmt = "heaptrack" if name.startswith(("heaptrack", "thread")) else "text"
+        done = run(heapkit_cli, "convert", "--from", fmt, log, "-o", tmp_path / "x.hkt", timeout=60)
+        assert done.returncode == 1 and message in done.stderr and "line" in done.stderr, (name, done.stderr)
+    done = run(heapkit_cli, "convert", "--lenient", tmp_path / "backwards.txt", "-o", tmp_path / "x.hkt")
+    assert done.returncode == 0, done.stderr
+
+
+def test_trace_text_is_shown_as_text(tmp_path, heapkit_cli):
+    # Header strings are bytes in the file: invalid UTF-8 and rich markup in them are shown,
+    # never interpreted.
+    log = tmp_path / "[red]odd.txt"
+    log.write_text(TEXT)
+    trace = tmp_path / "odd.hkt"
+    heapkit.import_log(log, trace)
+    data = bytearray(trace.read_bytes())
+    data[data.index(b"odd")] = 0xFF
+    trace.write_bytes(bytes(data))
+    for command in ("stats", "check"):
+        done = run(heapkit_cli, command, trace)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (command, done.stderr)
+    assert "[red]" in run(heapkit_cli, "stats", trace).stdout
+    assert "\ufffd" in heapkit.read_header(trace).command
+    bad = tmp_path / "a[" / "b]"  # a path that reads as a closing markup tag: a[/b]
+    bad.mkdir(parents=True)
+    (bad / "t.hkt").write_bytes(b"not a trace")
+    done = run(heapkit_cli, "stats", bad / "t.hkt")
+    assert done.returncode == 1 and "a[/b]" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_replay_refuses_a_library_without_malloc(small_trace, heapkit_cli):
+    for library in ("/etc/passwd", next(p for p in ("/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6",
+                                                   "/lib/aarch64-linux-gnu/libm.so.6") if os.path.exists(p))):
+        done = run(heapkit_cli, "replay", "-n", "1", "-a", library, small_trace, timeout=60)
+        assert done.returncode == 1 and "is not a malloc library" in done.stderr, (library, done.stderr)

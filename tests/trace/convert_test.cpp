@@ -449,3 +449,18 @@ TEST(Stats, LiveSeriesStaysBoundedAndKeepsThePeak) {
   EXPECT_EQ(peak, 100000u);
   EXPECT_EQ(s.maxLiveBytes, 100000u);
 }
+
+TEST(Stats, TotalsPastSixtyFourBitsAreAnError) {
+  // Each size is allowed (at most 2^56); 256 of them add up to 2^64.
+  std::string trace;
+  TraceWriter w(&trace);
+  w.begin({});
+  for (int i = 0; i < 300; ++i) w.malloc(0, 0, kMaxObjectBytes);
+  w.end();
+  StatsBuilder builder(reinterpret_cast<const unsigned char*>(trace.data()), trace.size());
+  while (builder.step(1000)) {
+  }
+  ASSERT_TRUE(builder.failed());
+  EXPECT_NE(builder.error().find("past 2^64 bytes"), std::string::npos) << builder.error();
+  EXPECT_FALSE(builder.step(1000));
+}

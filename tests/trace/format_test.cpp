@@ -210,3 +210,22 @@ TEST(BadInput, UnknownRecordKindAndMissingThread) {
   decodeAll(s + std::string("\x00\x08", 2), &error);
   EXPECT_NE(error.find("operation before any thread record"), std::string::npos) << error;
 }
+
+TEST(BadInput, SizesNoAllocationCanHave) {
+  std::string error;
+  decodeAll(withBody([](TraceWriter& w) { w.malloc(0, 0, kMaxObjectBytes); }), &error);
+  EXPECT_EQ(error, "");
+  std::string s = withBody([](TraceWriter& w) { w.malloc(0, 0, kMaxObjectBytes + 1); });
+  EXPECT_TRUE(decodeAll(s, &error).empty());
+  EXPECT_NE(error.find("larger than any allocation can be"), std::string::npos) << error;
+  EXPECT_EQ(error.find("offset "), 0u) << error;
+}
+
+TEST(BadInput, ThreadNumbersTheWriterCannotTable) {
+  std::string s;
+  TraceWriter w(&s);
+  w.begin({});
+  EXPECT_NO_THROW(w.setOsTid(TraceWriter::kMaxThreadNumber, 7));
+  EXPECT_THROW(w.setOsTid(TraceWriter::kMaxThreadNumber + 1, 7), std::invalid_argument);
+  EXPECT_THROW(w.malloc(UINT32_MAX - 1, 0, 8), std::invalid_argument);
+}

@@ -20,6 +20,10 @@ inline constexpr std::uint64_t kVersionMinor = 0;  // minor versions only append
 inline constexpr unsigned kOpBits = 3;
 inline constexpr std::size_t kMaxVarintBytes = 10;
 inline constexpr unsigned kMaxAlignmentLog2 = 40;  // 1 TiB: anything larger is corruption
+// A trace holds only allocations that succeeded, and no 64-bit Linux has a user address
+// space larger than 2^56 bytes (x86-64 with five-level page tables): a larger object is
+// corruption. The bound also keeps sums of a trace's sizes far from overflowing.
+inline constexpr std::uint64_t kMaxObjectBytes = std::uint64_t{1} << 56;
 
 // Record kinds, in the low three bits of every tag. Thread and End are stream structure;
 // the reader consumes them and hands out only the memory operations.

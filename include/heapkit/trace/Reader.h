@@ -112,7 +112,8 @@ class TraceDecoder {
         default:
           return failKind(record, static_cast<unsigned>(op));
       }
-      // An allocation: the next object id.
+      // An allocation (a holds its size): the next object id.
+      if (a > kMaxObjectBytes) [[unlikely]] return failSize(record, a);
       const std::uint64_t id = nextId_;
       nextId_ = id + 1;
       if (checkLiveness_) {
@@ -199,6 +200,10 @@ class TraceDecoder {
   [[gnu::cold, gnu::noinline]] bool failFreed(const unsigned char* record, std::uint64_t id, const char* what) {
     return fail(record, std::string(what) + " of object " + std::to_string(id) + ", which was already freed");
   }
+  [[gnu::cold, gnu::noinline]] bool failSize(const unsigned char* record, std::uint64_t size) {
+    return fail(record, "object of " + std::to_string(size) + " bytes, larger than any allocation can be (at most " +
+                            std::to_string(kMaxObjectBytes) + ")");
+  }
   [[gnu::cold, gnu::noinline]] bool failAlignment(const unsigned char* record, std::uint64_t log2) {
     return fail(record, "alignment 2^" + std::to_string(log2) + " is out of range");
   }
@@ -248,7 +253,8 @@ class TraceDecoder {
 class MappedFile {
  public:
   explicit MappedFile(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO must not wait for a writer before fstat refuses it.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) throw std::runtime_error(path + ": " + std::strerror(errno));
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -67,16 +67,18 @@ class StatsBuilder {
   StatsBuilder(const unsigned char* trace, std::size_t size, std::size_t topSizes = 10, std::size_t livePoints = 200);
   // Reads up to maxEvents operations; false when the trace is done or bad (see failed()).
   bool step(std::uint64_t maxEvents);
-  bool failed() const { return decoder_.failed(); }
-  const std::string& error() const { return decoder_.error(); }
+  bool failed() const { return decoder_.failed() || !error_.empty(); }
+  const std::string& error() const { return error_.empty() ? decoder_.error() : error_; }
   std::uint64_t offset() const { return decoder_.offset(); }
   std::uint64_t size() const { return decoder_.size(); }
   TraceStats result();  // after step() returned false without failure
 
  private:
   void sample(std::uint64_t time);
+  void overflowed(std::uint64_t size);
 
   TraceDecoder decoder_;
+  std::string error_;  // the statistics' own: totals past 64 bits
   TraceStats stats_;
   std::size_t topSizes_;
   std::size_t livePoints_;

@@ -24,6 +24,15 @@ namespace heapkit::trace {
 
 class TraceWriter {
  public:
+  // Callers number threads densely (the merge) or nearly so (imported logs); the tables
+  // indexed by the number must not take gigabytes for one absurd number in a log.
+  static constexpr std::uint32_t kMaxThreadNumber = (1u << 22) - 1;  // Linux's largest pid_max
+  static void checkThreadNumber(std::uint32_t thread) {
+    if (thread > kMaxThreadNumber)
+      throw std::invalid_argument("thread number " + std::to_string(thread) + " is too large (at most " +
+                                  std::to_string(kMaxThreadNumber) + ")");
+  }
+
   explicit TraceWriter(std::FILE* file) : file_(file), buffer_(kBufferBytes) {}
   explicit TraceWriter(std::string* memory) : memory_(memory), buffer_(kBufferBytes) {}
   TraceWriter(const TraceWriter&) = delete;
@@ -111,6 +120,7 @@ class TraceWriter {
   // Threads are numbered densely in the trace in order of first appearance, whatever
   // numbers the caller uses; a new one is announced with its OS thread id.
   void switchThread(std::uint32_t thread) {
+    checkThreadNumber(thread);
     put(static_cast<unsigned>(Op::Thread));
     if (thread >= mapping_.size()) mapping_.resize(std::size_t{thread} + 1, UINT32_MAX);
     if (mapping_[thread] == UINT32_MAX) {
@@ -127,6 +137,7 @@ class TraceWriter {
  public:
   // The OS thread id to record for a caller's thread number (default: the number itself).
   void setOsTid(std::uint32_t thread, std::uint64_t osTid) {
+    checkThreadNumber(thread);
     if (osTids_.size() <= thread) osTids_.resize(thread + 1, 0);
     osTids_[thread] = osTid;
   }
