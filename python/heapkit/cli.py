@@ -173,7 +173,7 @@ def _sparkline(values: list[int], width: int = 60) -> str:
 @main.command()
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
-@click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="How many frequent sizes to list.")
+@click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="How many frequent sizes, and busiest threads, to list.")
 def stats(trace: Path, as_json: bool, top: int) -> None:
     """Profile a trace: objects, bytes, peaks, sizes, lifetimes, threads, live bytes over time."""
     with _byte_progress("reading") as bar:
