@@ -10,7 +10,9 @@
 // buffer goes to the file with one writev(2).
 //
 // What is written survives the process: buffers are flushed at thread exit, exit(),
-// _exit(), exec*() and on fatal signals; after a SIGKILL the spool holds every full chunk.
+// _exit(), exec*() and on crashes (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT); after a
+// signal that ends the process otherwise (SIGKILL, or a SIGTERM or SIGINT the program
+// does not handle) the spool holds every full chunk.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -354,7 +356,11 @@ void openSpool() {
 
 // ---- fatal signals --------------------------------------------------------------------------
 
-const int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+// Only the crashes. A handler is visible to the program: on SIGINT, SIGTERM, SIGHUP or
+// SIGQUIT one makes Python believe a foreign handler is installed, so it installs no
+// KeyboardInterrupt handler and its multiprocessing forkserver cannot restore the
+// handlers it saved (every worker dies, and the pool respawns them forever).
+const int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 
 void onFatalSignal(int signal) {
   flushAll();  // best effort: the process is going down

@@ -301,6 +301,22 @@ def test_record_survives_a_crash(programs, tmp_path, heapkit_cli):
     assert dict(s.top_sizes)[8888] == 200000  # every block, written or queued, reached the spool
 
 
+def test_record_leaves_a_programs_signal_handlers_alone(tmp_path, heapkit_cli):
+    # Python reads its handlers at start: a foreign SIGINT handler would cost it
+    # KeyboardInterrupt, and its forkserver pool would respawn failing workers forever.
+    script = tmp_path / "signals.py"
+    script.write_text(
+        "import multiprocessing, signal, sys\n"
+        "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, signal.getsignal(signal.SIGINT)\n"
+        "assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL, signal.getsignal(signal.SIGTERM)\n"
+        "if __name__ == '__main__':\n"
+        "    with multiprocessing.get_context('forkserver').Pool(2) as pool:\n"
+        "        print(sum(pool.map(abs, [-1, -2, -3])))\n")
+    done = run(heapkit_cli, "record", "-o", tmp_path / "py.hkt", "--", shutil.which("python3"), script, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "6"
+
+
 # ---- replay ---------------------------------------------------------------------------------
 
 
