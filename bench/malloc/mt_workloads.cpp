@@ -7,7 +7,11 @@
 //              random (Larson-like, without the hand-off);
 //   falseshare each thread repeatedly frees and reallocates one small object and writes
 //              to it; an allocator that puts two threads' objects in one cache line makes
-//              the cores fight over it (Hoard's cache-scratch).
+//              the cores fight over it (Hoard's cache-scratch);
+//   buffers    each thread replaces large short-lived buffers (16-256 KiB, as I/O and
+//              string building use) in a working set of four, writing one byte a page:
+//              above many allocators' mmap threshold, so one that maps and unmaps every
+//              buffer pays system calls and page faults for each.
 #include <atomic>
 #include <cinttypes>
 #include <cstdint>
@@ -128,12 +132,41 @@ std::uint64_t falseshare(unsigned threads, unsigned scale) {
   return total;
 }
 
+std::uint64_t buffers(unsigned threads, unsigned scale) {
+  std::vector<std::uint64_t> sums(threads);
+  std::vector<std::thread> workers;
+  const std::uint64_t rounds = std::uint64_t{scale} * 2000 / threads;
+  for (unsigned t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      constexpr std::size_t kLive = 4, kPage = 4096;
+      void* live[kLive] = {};
+      std::uint64_t state = 0x9E3779B97F4A7C15ULL * (t + 1), sum = 0;
+      for (std::uint64_t i = 0; i < rounds; ++i) {
+        std::size_t victim = nextRandom(state) % kLive;
+        if (live[victim]) sum += static_cast<unsigned char*>(live[victim])[0];
+        std::free(live[victim]);
+        std::size_t size = 16 * 1024 + nextRandom(state) % (240 * 1024);
+        auto* bytes = static_cast<unsigned char*>(std::malloc(size));
+        if (bytes == nullptr) std::abort();
+        for (std::size_t offset = 0; offset < size; offset += kPage) bytes[offset] = static_cast<unsigned char>(i + offset);
+        live[victim] = bytes;
+      }
+      for (void* block : live) std::free(block);
+      sums[t] = sum;
+    });
+  for (std::thread& worker : workers) worker.join();
+  std::uint64_t total = 0;
+  for (std::uint64_t sum : sums) total += sum;
+  return total;
+}
+
 struct Workload {
   std::string_view name;
   std::uint64_t (*run)(unsigned threads, unsigned scale);
   unsigned defaultScale;
 };
-constexpr Workload kWorkloads[] = {{"server", server, 100}, {"churn", churn, 100}, {"falseshare", falseshare, 100}};
+constexpr Workload kWorkloads[] = {
+    {"server", server, 100}, {"churn", churn, 100}, {"falseshare", falseshare, 100}, {"buffers", buffers, 20}};
 
 }  // namespace
 
@@ -144,7 +177,7 @@ int main(int argc, char** argv) {
   char* end = nullptr;
   unsigned long threads = argc >= 3 ? std::strtoul(argv[2], &end, 10) : 0;
   if (workload == nullptr || threads == 0 || threads > 256 || *end != '\0' || argc > 4) {
-    std::fprintf(stderr, "usage: %s server|churn|falseshare <threads 1-256> [scale]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s server|churn|falseshare|buffers <threads 1-256> [scale]\n", argv[0]);
     return 2;
   }
   unsigned long scale = workload->defaultScale;

@@ -87,7 +87,7 @@ def main():
         print(f"note: {single} not built; single-threaded workloads skipped", file=sys.stderr)
     multi = build / "bench" / "malloc" / "heapkit-mt-workload"
     for threads in args.threads.split(","):
-        for name in ("server", "churn", "falseshare"):
+        for name in ("server", "churn", "falseshare", "buffers"):
             workloads.append((f"{name} x{threads}", [str(multi), name, threads]))
 
     results = {}  # (workload, allocator) -> (median seconds, median peak KiB)
@@ -162,7 +162,8 @@ Peak RSS is the whole process's (ru_maxrss), about 2-3 MiB of which is the progr
 Workloads: cfrac, espresso, gcbench, lindsay are the layers benchmarks' single-threaded
 programs (`heapkit-workload`); server (threads free each other's objects through a shared
 table), churn (thread-private random replacement in a 2000-object working set) and
-falseshare (Hoard's cache-scratch: small objects written hard by different threads) are
+falseshare (Hoard's cache-scratch: small objects written hard by different threads) and
+buffers (large short-lived buffers, 16-256 KiB, one byte written a page) are
 `heapkit-mt-workload <name> <threads>` (bench/malloc/mt_workloads.cpp).
 
 {table}

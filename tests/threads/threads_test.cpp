@@ -200,6 +200,56 @@ TEST(ScalableHeap, MemalignAndInteriorPointers) {
   EXPECT_EQ(heap.memalign(64, SIZE_MAX - 100), nullptr);
 }
 
+// Counts what ScalableHeap asks its Top for.
+class CountingTop : public AuditedTop {
+ public:
+  static inline std::size_t requests = 0;
+  void* malloc(std::size_t size) {
+    ++requests;
+    return AuditedTop::malloc(size);
+  }
+};
+
+TEST(ScalableHeap, FreedLargeBlocksAreReusedWithinABound) {
+  ScalableHeap<CountingTop> heap;
+  // A loop of large buffers (Python's bytes, I/O buffers): after the first, each request
+  // reuses the block just freed instead of asking Top again.
+  void* first = heap.malloc(100000);
+  std::memset(first, 1, 100000);
+  heap.free(first);
+  std::size_t held = heap.bytesHeld();
+  std::size_t requests = CountingTop::requests;
+  for (int i = 0; i < 100; ++i) {
+    void* block = heap.malloc(90000 + 100 * i);
+    EXPECT_EQ(block, first) << i;
+    EXPECT_EQ(CountingTop::requests, requests) << i;
+    EXPECT_GE(heap.getSize(block), std::size_t(90000 + 100 * i));
+    std::memset(block, 2, 90000 + 100 * i);
+    heap.free(block);
+  }
+  EXPECT_EQ(heap.bytesHeld(), held);
+  // A small request does not take a block much bigger than it needs.
+  void* big = heap.malloc(1 << 20);
+  heap.free(big);
+  void* small = heap.malloc(40000);
+  EXPECT_NE(small, big);
+  heap.free(small);
+  // Aligned requests reuse cached blocks too, and get their alignment.
+  void* aligned = heap.memalign(std::size_t{1} << 16, 70000);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(aligned) % (std::size_t{1} << 16), 0u);
+  heap.free(aligned);
+  // Many freed blocks: the cache keeps at most its bound; blocks over 4 MiB go back at once.
+  std::vector<void*> blocks;
+  for (int i = 0; i < 40; ++i) blocks.push_back(heap.malloc(1 << 20));
+  std::size_t withAll = heap.bytesHeld();
+  for (void* block : blocks) heap.free(block);
+  EXPECT_LE(heap.bytesHeld(), withAll - 40 * (std::size_t{1} << 20) + scalable::kLargeCacheBytes + (std::size_t{2} << 20));
+  std::size_t before = heap.bytesHeld();
+  void* huge = heap.malloc(8 << 20);
+  heap.free(huge);
+  EXPECT_EQ(heap.bytesHeld(), before);
+}
+
 // The owner takes a remote list whole (walk, then splice): every block must be counted,
 // or the superblocks never empty and never return to the pool.
 TEST(ScalableHeap, RemoteListsSplicedWholeKeepTheCounts) {
