@@ -45,6 +45,15 @@ std::uint64_t touch(void* block, std::size_t size, std::uint64_t tag) {
   return bytes[0] + bytes[size - 1];
 }
 
+// Waits for the workers; the checksum is the sum of their sums.
+template <class Sums>
+std::uint64_t joinAndSum(std::vector<std::thread>& workers, const Sums& sums) {
+  for (std::thread& worker : workers) worker.join();
+  std::uint64_t total = 0;
+  for (const auto& sum : sums) total += sum;
+  return total;
+}
+
 std::uint64_t server(unsigned threads, unsigned scale) {
   constexpr std::size_t kSlots = 4096;
   std::vector<std::atomic<void*>> slots(kSlots);
@@ -68,10 +77,8 @@ std::uint64_t server(unsigned threads, unsigned scale) {
       }
       sums[t] = sum;
     });
-  for (std::thread& worker : workers) worker.join();
+  std::uint64_t total = joinAndSum(workers, sums);
   for (auto& slot : slots) std::free(slot.exchange(nullptr));
-  std::uint64_t total = 0;
-  for (auto& sum : sums) total += sum;
   return total;
 }
 
@@ -97,10 +104,7 @@ std::uint64_t churn(unsigned threads, unsigned scale) {
       for (void* block : live) std::free(block);
       sums[t] = sum;
     });
-  for (std::thread& worker : workers) worker.join();
-  std::uint64_t total = 0;
-  for (std::uint64_t sum : sums) total += sum;
-  return total;
+  return joinAndSum(workers, sums);
 }
 
 std::uint64_t falseshare(unsigned threads, unsigned scale) {
@@ -126,10 +130,7 @@ std::uint64_t falseshare(unsigned threads, unsigned scale) {
       std::free(const_cast<char*>(object));
       sums[t] = sum > 0;
     });
-  for (std::thread& worker : workers) worker.join();
-  std::uint64_t total = 0;
-  for (std::uint64_t sum : sums) total += sum;
-  return total;
+  return joinAndSum(workers, sums);
 }
 
 std::uint64_t buffers(unsigned threads, unsigned scale) {
@@ -154,10 +155,7 @@ std::uint64_t buffers(unsigned threads, unsigned scale) {
       for (void* block : live) std::free(block);
       sums[t] = sum;
     });
-  for (std::thread& worker : workers) worker.join();
-  std::uint64_t total = 0;
-  for (std::uint64_t sum : sums) total += sum;
-  return total;
+  return joinAndSum(workers, sums);
 }
 
 struct Workload {
