@@ -18,9 +18,9 @@
 //    pthread key destructor), so many short-lived threads reuse a few heaps.
 //  - Requests over 32 KiB (or with large alignment) get a block of their own from Top.
 //    Freed ones are kept (8 blocks, 4 MiB at most) and reused by later requests they
-//    fit within 2x: a program that allocates and frees large buffers in a loop (Python's bytes,
-//    I/O buffers) would otherwise pay an mmap, its page faults and a munmap every time
-//    (glibc raises its mmap threshold for the same reason).
+//    fit within 2x: a program that allocates and frees large buffers in a loop
+//    (Python's bytes, I/O buffers) would otherwise pay an mmap, its page faults and a
+//    munmap every time (glibc raises its mmap threshold for the same reason).
 //
 // Fast paths (inline; everything else is out of line): malloc finds the class in a table,
 // reads this thread's heap from an initial-exec thread-local and pops the head of its
