@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 
 #include "heapkit/core/HeapContract.h"
 #include "heapkit/core/SizeWord.h"
@@ -21,8 +22,12 @@ class HybridHeap : public SmallHeap {
   static constexpr bool KeepsSizeWord = true;
   static constexpr bool RoutesBySizeWord = true;
 
-  using SmallHeap::SmallHeap;
   HybridHeap() = default;
+  // Both heaps get the arguments when the big heap takes them (two views of one arena,
+  // say); otherwise the big heap is default-constructed.
+  template <class... Args>
+    requires(sizeof...(Args) > 0)
+  explicit HybridHeap(Args&&... args) : SmallHeap(args...), big_(makeBigHeap(args...)) {}
 
   void* malloc(std::size_t size) {
     if (size <= Threshold) return SmallHeap::malloc(size);
@@ -64,6 +69,12 @@ class HybridHeap : public SmallHeap {
   BigHeap& bigHeap() { return big_; }
 
  private:
+  template <class... Args>
+  static BigHeap makeBigHeap(Args&... args) {
+    if constexpr (std::is_constructible_v<BigHeap, Args&...>) return BigHeap(args...);
+    else return BigHeap();
+  }
+
   BigHeap big_;
 };
 

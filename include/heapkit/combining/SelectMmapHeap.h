@@ -1,5 +1,6 @@
 // SelectMmapHeap: large requests (over Threshold bytes) get pages of their own straight
-// from the OS and go back to it on free, so they never fragment the small heap.
+// from the OS (or from PageHeap: an ArenaHeap in the DMM simulator) and go back to it on
+// free, so they never fragment the small heap.
 #pragma once
 
 #include "heapkit/combining/HybridHeap.h"
@@ -7,10 +8,10 @@
 
 namespace heapkit {
 
-template <std::size_t Threshold, SizeWordHeap SmallHeap>
-class SelectMmapHeap : public HybridHeap<Threshold, SmallHeap, MmapHeap> {
+template <std::size_t Threshold, SizeWordHeap SmallHeap, SizeWordHeap PageHeap = MmapHeap>
+class SelectMmapHeap : public HybridHeap<Threshold, SmallHeap, PageHeap> {
  public:
-  using HybridHeap<Threshold, SmallHeap, MmapHeap>::HybridHeap;
+  using HybridHeap<Threshold, SmallHeap, PageHeap>::HybridHeap;
 };
 
 }  // namespace heapkit

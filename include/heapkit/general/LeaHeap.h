@@ -15,6 +15,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "heapkit/building/AdaptHeap.h"
 #include "heapkit/building/CoalesceHeap.h"
@@ -24,6 +25,7 @@
 #include "heapkit/combining/SelectMmapHeap.h"
 #include "heapkit/combining/ThresholdHeap.h"
 #include "heapkit/objectrep/CoalesceableHeap.h"
+#include "heapkit/top/ArenaHeap.h"
 #include "heapkit/top/MmapHeap.h"
 
 namespace heapkit {
@@ -78,10 +80,15 @@ class LeaCoreHeap
   using Base::Base;
 };
 
+// Large objects map pages of their own; over an ArenaHeap, they come from its arena, so
+// that a simulated Lea heap lives in one address space like every DMM allocator.
+template <class Top>
+using LeaPageHeap = std::conditional_t<ArenaTopHeap<Top>, Top, MmapHeap>;
+
 template <Heap Top = MmapHeap>
-class LeaHeap : public SelectMmapHeap<lea::kMmapThreshold, LeaCoreHeap<Top>> {
+class LeaHeap : public SelectMmapHeap<lea::kMmapThreshold, LeaCoreHeap<Top>, LeaPageHeap<Top>> {
  public:
-  using SelectMmapHeap<lea::kMmapThreshold, LeaCoreHeap<Top>>::SelectMmapHeap;
+  using SelectMmapHeap<lea::kMmapThreshold, LeaCoreHeap<Top>, LeaPageHeap<Top>>::SelectMmapHeap;
 };
 
 }  // namespace heapkit

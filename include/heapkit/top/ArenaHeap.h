@@ -1,0 +1,285 @@
+// ArenaHeap: the top heap of the DMM allocators, in the simulator and for real alike.
+//
+// A ReservedArena reserves one large range of address space (MAP_NORESERVE: no memory
+// until a page is touched) and carves it into extents at 64 KiB granules, lowest address
+// first. Because the simulator and the real allocator carve the same range the same way,
+// every address an allocator sees is the same offset from the base in both, so
+// address-ordered lists and buddy computations decide identically ("policies once,
+// memory twice", docs/simulator.md). The arena counts the bytes held (whole pages) and
+// their high-water mark: the footprint. A released extent's pages go back to the kernel
+// (MADV_DONTNEED) and its granules are reused first fit.
+//
+// The Memory parameter says what the arena stands for:
+//  - RealMemory: a shipped allocator; nothing is counted;
+//  - CountedMemory: real memory, with work and metadata accesses counted (tests compare
+//    those counts with the simulator's);
+//  - SimulatedMemory: the simulator's; counted, and the application's data is never
+//    written (layers that would copy it, as realloc does, skip the copy), so only the
+//    pages holding allocator metadata are ever touched.
+//
+// Each ArenaHeap is one allocator's view of a shared arena: it tags the granules of its
+// extents with an owner number, so a DMM can tell which of its allocators owns a pointer.
+#pragma once
+
+#include <sys/mman.h>
+
+#include <concepts>
+#include <cstddef>
+#include <type_traits>
+#include <cstdint>
+#include <cstring>
+
+#include "heapkit/core/Counting.h"
+#include "heapkit/core/Footprint.h"
+#include "heapkit/core/HeapContract.h"
+#include "heapkit/core/SizeWord.h"
+
+namespace heapkit {
+
+struct RealMemory {
+  static constexpr bool kCounts = false;
+  static constexpr bool kSimulatesData = false;
+};
+struct CountedMemory {
+  static constexpr bool kCounts = true;
+  static constexpr bool kSimulatesData = false;
+};
+struct SimulatedMemory {
+  static constexpr bool kCounts = true;
+  static constexpr bool kSimulatesData = true;
+};
+
+// Layers that would write the application's data (realloc's copy, calloc's zeroing) ask
+// their heap whether that data exists.
+template <class H>
+constexpr bool simulatesData() {
+  if constexpr (requires { H::SimulatesData; }) return H::SimulatesData;
+  else return false;
+}
+
+inline constexpr std::size_t kArenaPageBytes = 4096;
+struct NoWorkCounts {};
+
+template <class Memory>
+class ReservedArena {
+ public:
+  using MemoryKind = Memory;
+  static constexpr std::size_t kGranuleBytes = 64 * 1024;
+  static constexpr std::size_t kDefaultReserveBytes = std::size_t{64} << 30;
+  static constexpr std::uint8_t kNoOwner = 0;
+
+  explicit ReservedArena(std::size_t reserveBytes = kDefaultReserveBytes) {
+    granules_ = alignUp(reserveBytes, kGranuleBytes) / kGranuleBytes;
+    std::size_t runBytes = alignUp((granules_ / 2 + 1) * sizeof(Run), kArenaPageBytes);
+    base_ = static_cast<char*>(reserve(granules_ * kGranuleBytes));
+    owners_ = static_cast<std::uint8_t*>(reserve(alignUp(granules_, kArenaPageBytes)));
+    runs_ = static_cast<Run*>(reserve(runBytes));
+    if (base_ == nullptr || owners_ == nullptr || runs_ == nullptr) {
+      unmapAll(runBytes);
+      granules_ = 0;  // every request fails cleanly
+    }
+  }
+  ReservedArena(const ReservedArena&) = delete;
+  ReservedArena& operator=(const ReservedArena&) = delete;
+  ~ReservedArena() { unmapAll(alignUp((granules_ / 2 + 1) * sizeof(Run), kArenaPageBytes)); }
+
+  // An extent of at least `bytes` (rounded up to whole pages, which `bytes` is set to),
+  // starting on a granule, or nullptr when the reserved range has no room.
+  void* obtain(std::size_t& bytes, std::uint8_t owner) {
+    if (bytes == 0 || bytes > granules_ * kGranuleBytes) return fail();
+    bytes = alignUp(bytes, kArenaPageBytes);
+    std::size_t wanted = alignUp(bytes, kGranuleBytes) / kGranuleBytes;
+    std::size_t first = takeFromRuns(wanted);
+    if (first == kNone) {
+      if (wanted > granules_ - bump_) return fail();
+      first = bump_;
+      bump_ += wanted;
+    }
+    std::memset(owners_ + first, owner, wanted);
+    footprint_.add(bytes);
+    if constexpr (Memory::kCounts) ++counts_.steps;
+    return base_ + first * kGranuleBytes;
+  }
+
+  void release(void* extent, std::size_t bytes) {
+    std::size_t first = static_cast<std::size_t>(static_cast<char*>(extent) - base_) / kGranuleBytes;
+    std::size_t count = alignUp(bytes, kGranuleBytes) / kGranuleBytes;
+    madvise(extent, bytes, MADV_DONTNEED);
+    std::memset(owners_ + first, kNoOwner, count);
+    footprint_.remove(bytes);
+    giveBack(first, count);
+    if constexpr (Memory::kCounts) ++counts_.steps;
+  }
+
+  bool contains(const void* ptr) const {
+    return static_cast<std::size_t>(static_cast<const char*>(ptr) - base_) < granules_ * kGranuleBytes;
+  }
+  // The owner tag of the extent holding ptr (kNoOwner outside every extent).
+  std::uint8_t ownerOf(const void* ptr) const {
+    return contains(ptr) ? owners_[static_cast<std::size_t>(static_cast<const char*>(ptr) - base_) / kGranuleBytes]
+                         : kNoOwner;
+  }
+
+  char* base() const { return base_; }
+  std::size_t reservedBytes() const { return granules_ * kGranuleBytes; }
+  std::size_t bytesHeld() const { return footprint_.held(); }
+  std::size_t peakBytesHeld() const { return footprint_.peak(); }
+  // True once a request failed for want of address space (not of memory): the reserved
+  // range was too small for the workload.
+  bool exhausted() const { return exhausted_; }
+
+  WorkCounts& workCounts()
+    requires Memory::kCounts
+  {
+    return counts_;
+  }
+
+ private:
+  struct Run {
+    std::size_t first;
+    std::size_t count;
+  };
+  static constexpr std::size_t kNone = SIZE_MAX;
+
+  static void* reserve(std::size_t bytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+  }
+  void unmapAll(std::size_t runBytes) {
+    if (base_ != nullptr) munmap(base_, granules_ * kGranuleBytes);
+    if (owners_ != nullptr) munmap(owners_, alignUp(granules_, kArenaPageBytes));
+    if (runs_ != nullptr) munmap(runs_, runBytes);
+    base_ = nullptr;
+    owners_ = nullptr;
+    runs_ = nullptr;
+  }
+
+  void* fail() {
+    exhausted_ = true;
+    return nullptr;
+  }
+
+  // First fit over the free runs, lowest address first.
+  std::size_t takeFromRuns(std::size_t wanted) {
+    for (std::size_t i = 0; i < runCount_; ++i) {
+      if (runs_[i].count < wanted) continue;
+      std::size_t first = runs_[i].first;
+      runs_[i].first += wanted;
+      runs_[i].count -= wanted;
+      if (runs_[i].count == 0) {
+        std::memmove(runs_ + i, runs_ + i + 1, (runCount_ - i - 1) * sizeof(Run));
+        --runCount_;
+      }
+      return first;
+    }
+    return kNone;
+  }
+
+  // Inserts [first, first+count) into the sorted runs, merging neighbours; a run that
+  // reaches the bump pointer lowers it instead.
+  void giveBack(std::size_t first, std::size_t count) {
+    std::size_t i = 0;
+    while (i < runCount_ && runs_[i].first < first) ++i;
+    bool mergesBefore = i > 0 && runs_[i - 1].first + runs_[i - 1].count == first;
+    bool mergesAfter = i < runCount_ && first + count == runs_[i].first;
+    if (mergesBefore && mergesAfter) {
+      runs_[i - 1].count += count + runs_[i].count;
+      std::memmove(runs_ + i, runs_ + i + 1, (runCount_ - i - 1) * sizeof(Run));
+      --runCount_;
+      --i;
+    } else if (mergesBefore) {
+      runs_[--i].count += count;
+    } else if (mergesAfter) {
+      runs_[i].first = first;
+      runs_[i].count += count;
+    } else {
+      std::memmove(runs_ + i + 1, runs_ + i, (runCount_ - i) * sizeof(Run));
+      runs_[i] = {first, count};
+      ++runCount_;
+    }
+    if (i + 1 == runCount_ && runs_[i].first + runs_[i].count == bump_) {
+      bump_ = runs_[i].first;
+      --runCount_;
+    }
+  }
+
+  char* base_ = nullptr;
+  std::uint8_t* owners_ = nullptr;
+  Run* runs_ = nullptr;
+  std::size_t granules_ = 0;
+  std::size_t bump_ = 0;
+  std::size_t runCount_ = 0;
+  bool exhausted_ = false;
+  Footprint footprint_;
+  [[no_unique_address]] std::conditional_t<Memory::kCounts, WorkCounts, NoWorkCounts> counts_;
+};
+
+// One allocator's top heap over a shared arena. Each request is an extent of its own with
+// a 16-byte header (the extent's bytes, then the usable size as the size word), as the
+// other top heaps lay out their blocks.
+template <class Arena>
+class ArenaHeap {
+  struct alignas(16) Header {
+    std::size_t extentBytes;
+    std::size_t sizeWord;
+  };
+
+ public:
+  static constexpr std::size_t Alignment = kMinAlignment;
+  static constexpr bool KeepsSizeWord = true;
+  static constexpr bool SimulatesData = Arena::MemoryKind::kSimulatesData;
+
+  ArenaHeap(Arena& arena, std::uint8_t owner) : arena_(&arena), owner_(owner) {}
+  ArenaHeap(const ArenaHeap&) = delete;
+  ArenaHeap& operator=(const ArenaHeap&) = delete;
+
+  void* malloc(std::size_t size) {
+    if (!fitsAfterAlignUp(size, sizeof(Header) + kArenaPageBytes, kMinAlignment)) return nullptr;
+    std::size_t bytes = usableBytesFor(size) + sizeof(Header);
+    auto* header = static_cast<Header*>(arena_->obtain(bytes, owner_));
+    if (header == nullptr) return nullptr;
+    header->extentBytes = bytes;
+    header->sizeWord = (bytes - sizeof(Header)) & ~sizeword::kFlagMask;
+    footprint_.add(bytes);
+    countWork(*this, 0, 0, 2);
+    return header + 1;
+  }
+
+  void free(void* object) {
+    if (object == nullptr) return;
+    Header* header = static_cast<Header*>(object) - 1;
+    std::size_t bytes = header->extentBytes;
+    countWork(*this, 0, 1, 0);
+    footprint_.remove(bytes);
+    arena_->release(header, bytes);
+  }
+
+  std::size_t getSize(void* object) const { return sizeword::size(object); }
+
+  // What this allocator holds; the arena's figures are the whole DMM's.
+  std::size_t bytesHeld() const { return footprint_.held(); }
+  std::size_t peakBytesHeld() const { return footprint_.peak(); }
+
+  Arena& arena() const { return *arena_; }
+  std::uint8_t owner() const { return owner_; }
+
+  WorkCounts& workCounts()
+    requires Arena::MemoryKind::kCounts
+  {
+    return arena_->workCounts();
+  }
+
+ private:
+  Arena* arena_;
+  std::uint8_t owner_;
+  Footprint footprint_;
+};
+
+// A top heap that is one allocator's view of a ReservedArena.
+template <class H>
+concept ArenaTopHeap = requires(const H& heap) {
+  heap.arena();
+  { heap.owner() } -> std::same_as<std::uint8_t>;
+};
+
+}  // namespace heapkit
