@@ -63,4 +63,12 @@ concept FootprintHeap = Heap<H> && requires(const H& heap) {
 template <class H>
 concept SizeWordHeap = SizedHeap<H> && requires { requires H::KeepsSizeWord; };
 
+// A heap over simulated memory (the DMM simulator's arena) has no application data: layers
+// that would write it (realloc's copy, calloc's zeroing) ask first.
+template <class H>
+constexpr bool simulatesData() {
+  if constexpr (requires { H::SimulatesData; }) return H::SimulatesData;
+  else return false;
+}
+
 }  // namespace heapkit

@@ -49,14 +49,6 @@ struct SimulatedMemory {
   static constexpr bool kSimulatesData = true;
 };
 
-// Layers that would write the application's data (realloc's copy, calloc's zeroing) ask
-// their heap whether that data exists.
-template <class H>
-constexpr bool simulatesData() {
-  if constexpr (requires { H::SimulatesData; }) return H::SimulatesData;
-  else return false;
-}
-
 inline constexpr std::size_t kArenaPageBytes = 4096;
 struct NoWorkCounts {};
 
@@ -71,7 +63,7 @@ class ReservedArena {
   explicit ReservedArena(std::size_t reserveBytes = kDefaultReserveBytes) {
     granules_ = alignUp(reserveBytes, kGranuleBytes) / kGranuleBytes;
     std::size_t runBytes = alignUp((granules_ / 2 + 1) * sizeof(Run), kArenaPageBytes);
-    base_ = static_cast<char*>(reserve(granules_ * kGranuleBytes));
+    base_ = reserveAligned(granules_ * kGranuleBytes);
     owners_ = static_cast<std::uint8_t*>(reserve(alignUp(granules_, kArenaPageBytes)));
     runs_ = static_cast<Run*>(reserve(runBytes));
     if (base_ == nullptr || owners_ == nullptr || runs_ == nullptr) {
@@ -141,6 +133,18 @@ class ReservedArena {
   };
   static constexpr std::size_t kNone = SIZE_MAX;
 
+  // The base is aligned to kBaseAlignment, so an address's low 32 bits (which a layer may
+  // hash, as the size tree does for its priorities) are the same in every arena.
+  static constexpr std::size_t kBaseAlignment = std::size_t{1} << 32;
+  static char* reserveAligned(std::size_t bytes) {
+    auto* raw = static_cast<char*>(reserve(bytes + kBaseAlignment));
+    if (raw == nullptr) return nullptr;
+    char* base = reinterpret_cast<char*>(alignUp(reinterpret_cast<std::uintptr_t>(raw), kBaseAlignment));
+    if (base != raw) munmap(raw, static_cast<std::size_t>(base - raw));
+    std::size_t after = static_cast<std::size_t>(raw + bytes + kBaseAlignment - (base + bytes));
+    if (after != 0) munmap(base + bytes, after);
+    return base;
+  }
   static void* reserve(std::size_t bytes) {
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     return p == MAP_FAILED ? nullptr : p;

@@ -66,7 +66,9 @@ class ANSIWrapper : public Super {
     std::size_t bytes;
     if (__builtin_mul_overflow(count, size, &bytes)) return fail(ENOMEM);
     void* object = malloc(bytes);
-    if (object != nullptr) std::memset(object, 0, bytes);
+    if (object != nullptr) {
+      if constexpr (!simulatesData<Super>()) std::memset(object, 0, bytes);
+    }
     return object;
   }
 
@@ -82,7 +84,7 @@ class ANSIWrapper : public Super {
     if (size <= old && size >= old / 2) return object;
     void* moved = malloc(size);
     if (moved == nullptr) return nullptr;  // the old block stays valid, as C requires
-    std::memcpy(moved, object, size < old ? size : old);
+    if constexpr (!simulatesData<Super>()) std::memcpy(moved, object, size < old ? size : old);
     free(object);
     return moved;
   }
