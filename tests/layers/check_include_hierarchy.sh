@@ -13,7 +13,7 @@ level_of() {
     utility) echo 4 ;;
     combining) echo 5 ;;
     general) echo 6 ;;
-    special | threads) echo 7 ;;
+    special | threads | dmm) echo 7 ;;
     wrapper) echo 8 ;;
     *) echo "unknown" ;;
   esac

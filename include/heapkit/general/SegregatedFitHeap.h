@@ -88,13 +88,13 @@ constexpr const char* invalidSegregatedFit(const SegregatedFitConfig& config) {
   if (config.trim && config.coalescing == Coalescing::None)
     return "trim: a chunk can only be found wholly free when blocks coalesce";
   if ((config.structure == ListStructure::SizeTree) != (config.order == ListOrder::Size))
-    return "order: a size tree is ordered by size, and only a size tree is";
+    return "list.order: a size tree is ordered by size, and only a size tree is";
   if (config.structure == ListStructure::SizeTree && config.fit == ListFit::Next)
-    return "fit: next fit has no meaning in a size-ordered tree";
+    return "list.fit: next fit has no meaning in a size-ordered tree";
   if (config.classes != SizeClasses::Ranges && (config.split || config.coalescing != Coalescing::None))
     return "split: strict and exact classes keep every block at its class's length (no split, no coalescing)";
   if (config.classes == SizeClasses::Exact && config.fit != ListFit::Exact)
-    return "fit: exact segregated fit reuses a block only for its exact length (fit \"exact\")";
+    return "list.fit: exact segregated fit reuses a block only for its exact length (fit \"exact\")";
   if (config.region && (config.split || config.coalescing != Coalescing::None || config.trim))
     return "region: a region frees nothing before it is destroyed (no split, coalescing or trim)";
   if (config.perClassChunks && config.classes != SizeClasses::Strict)
@@ -109,11 +109,11 @@ constexpr const char* invalidSegregatedFit(const SegregatedFitConfig& config) {
   if (config.classes == SizeClasses::Exact && config.exactMaxBytes > (std::size_t{1} << 20))
     return "range: exact segregated fit keeps a list per length up to 1 MiB";
   if (config.chunkBytes < 4096 || config.chunkBytes % 4096 != 0 || config.chunkBytes > (std::size_t{1} << 32))
-    return "chunk_bytes: a whole number of 4 KiB pages, at most 4 GiB";
+    return "chunk.bytes: a whole number of 4 KiB pages, at most 4 GiB";
   if (config.maxChunkBytes < config.chunkBytes || config.maxChunkBytes > (std::size_t{1} << 32))
-    return "max_chunk_bytes: at least chunk_bytes, at most 4 GiB";
+    return "chunk.max_bytes: at least chunk.bytes, at most 4 GiB";
   if (config.chunkGrowthPercent < 100 || config.chunkGrowthPercent > 400)
-    return "chunk_growth: between 1.0 and 4.0";
+    return "chunk.growth: between 1.0 and 4.0";
   return nullptr;
 }
 

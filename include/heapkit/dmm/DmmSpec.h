@@ -1,0 +1,66 @@
+// A DMM (dynamic memory manager) design as data: an ordered list of allocators, each
+// serving the request sizes in its range (min, max], plus where requests above every
+// range go. src/sim/Spec.cpp reads it from JSON and validates it (docs/dmm-spec.md);
+// DmmHeap runs it, over simulated or real memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "heapkit/general/SegregatedFitHeap.h"
+
+namespace heapkit {
+
+enum class Mechanism : std::uint8_t {
+  SegregatedLists,          // N classes of doubling lengths, searched upwards
+  SegregatedFit,            // the given class sizes, searched upwards
+  SimpleSegregatedStorage,  // strict classes, each carving chunks of its own
+  ExactSegregatedFit,       // one list per block length
+  StrictSegregatedFit,      // requests rounded up to their class; lists hold one length
+  BinaryBuddy,
+  FibonacciBuddy,
+  WeightedBuddy,
+  DoubleBuddy,
+  Kingsley,  // heapkit's KingsleyHeap
+  Lea,       // heapkit's LeaHeap
+  Region,    // bump allocation, nothing freed before the end
+};
+inline constexpr std::size_t kMechanismCount = 12;
+
+inline constexpr const char* kMechanismNames[kMechanismCount] = {
+    "segregated_lists", "segregated_fit",  "simple_segregated_storage", "exact_segregated_fit",
+    "strict_segregated_fit", "binary_buddy", "fibonacci_buddy", "weighted_buddy",
+    "double_buddy", "kingsley", "lea", "region"};
+
+constexpr bool isBuddy(Mechanism m) {
+  return m == Mechanism::BinaryBuddy || m == Mechanism::FibonacciBuddy || m == Mechanism::WeightedBuddy ||
+         m == Mechanism::DoubleBuddy;
+}
+
+struct BuddySpec {
+  std::size_t minBlockBytes = 32;
+  std::size_t areaBytes = 1 << 20;
+  bool coalesce = true;
+  bool trim = false;
+};
+
+struct AllocatorSpec {
+  Mechanism mechanism = Mechanism::Kingsley;
+  std::size_t minExclusive = 0;           // serves requests of more than this many bytes
+  std::size_t maxInclusive = SIZE_MAX;    // up to this many (SIZE_MAX: no bound)
+  SegregatedFitConfig freeLists;          // the free-list mechanisms and region
+  BuddySpec buddy;                        // the buddy systems
+};
+
+struct DmmSpec {
+  static constexpr std::size_t kMaxAllocators = 16;
+  static constexpr int kFallbackToOs = -1;
+
+  AllocatorSpec allocators[kMaxAllocators];
+  std::size_t count = 0;
+  // Requests above the last range: kFallbackToOs (pages of their own from the arena, as
+  // mmap gives) or the index of the allocator that takes them.
+  int fallback = kFallbackToOs;
+};
+
+}  // namespace heapkit
