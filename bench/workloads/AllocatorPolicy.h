@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <new>
 
@@ -55,6 +56,18 @@ void* allocateOrThrow(A& alloc, std::size_t size) {
 template <class T, AllocatorPolicy A>
 T* allocateArray(A& alloc, std::size_t count) {
   return static_cast<T*>(allocateOrThrow(alloc, count * sizeof(T)));
+}
+
+// Doubles a growable array (to firstCapacity when it has none yet) as std::vector does:
+// a new array, the items copied, the old array freed.
+template <class T, AllocatorPolicy A>
+void growArray(A& alloc, T*& items, std::size_t size, std::size_t& capacity, std::size_t firstCapacity) {
+  std::size_t grown = capacity == 0 ? firstCapacity : capacity * 2;
+  T* bigger = allocateArray<T>(alloc, grown);
+  if (size != 0) std::memcpy(bigger, items, size * sizeof(T));
+  alloc.deallocate(items);
+  items = bigger;
+  capacity = grown;
 }
 
 // A small deterministic generator (splitmix64), so every allocator sees the same requests.

@@ -87,14 +87,7 @@ struct Cover {
 
   explicit Cover(A& a) : alloc(a) {}
   void push(Word* cube) {
-    if (count == capacity) {
-      std::size_t grown = capacity == 0 ? 8 : capacity * 2;
-      auto** bigger = allocateArray<Word*>(alloc, grown);
-      if (count != 0) std::memcpy(bigger, cubes, count * sizeof(Word*));
-      alloc.deallocate(cubes);
-      cubes = bigger;
-      capacity = grown;
-    }
+    if (count == capacity) growArray(alloc, cubes, count, capacity, 8);
     cubes[count++] = cube;
   }
   void releaseAll(CubeSpace<A>& space) {

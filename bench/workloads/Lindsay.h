@@ -9,9 +9,9 @@
 
 #include <bit>
 #include <cstdint>
-#include <cstring>
 
 #include "AllocatorPolicy.h"
+#include "EventQueue.h"
 
 namespace heapkit::workloads {
 
@@ -52,56 +52,6 @@ inline unsigned char payloadByte(std::uint32_t id, std::uint32_t index) {
   return static_cast<unsigned char>((id * 2654435761u + index * 40503u) >> 13);
 }
 
-template <AllocatorPolicy A>
-class EventQueue {
- public:
-  explicit EventQueue(A& alloc) : alloc_(alloc) {}
-  ~EventQueue() { alloc_.deallocate(heap_); }
-
-  bool empty() const { return size_ == 0; }
-  void push(Event* event) {
-    if (size_ == capacity_) grow();
-    std::size_t i = size_++;
-    while (i > 0 && before(event, heap_[(i - 1) / 2])) {
-      heap_[i] = heap_[(i - 1) / 2];
-      i = (i - 1) / 2;
-    }
-    heap_[i] = event;
-  }
-  Event* pop() {
-    Event* top = heap_[0];
-    Event* last = heap_[--size_];
-    std::size_t i = 0;
-    for (;;) {
-      std::size_t child = 2 * i + 1;
-      if (child >= size_) break;
-      if (child + 1 < size_ && before(heap_[child + 1], heap_[child])) ++child;
-      if (!before(heap_[child], last)) break;
-      heap_[i] = heap_[child];
-      i = child;
-    }
-    heap_[i] = last;
-    return top;
-  }
-
- private:
-  static bool before(const Event* a, const Event* b) {
-    return a->time != b->time ? a->time < b->time : a->sequence < b->sequence;
-  }
-  void grow() {
-    std::size_t grown = capacity_ == 0 ? 64 : capacity_ * 2;
-    auto** bigger = allocateArray<Event*>(alloc_, grown);
-    if (size_ != 0) std::memcpy(bigger, heap_, size_ * sizeof(Event*));
-    alloc_.deallocate(heap_);
-    heap_ = bigger;
-    capacity_ = grown;
-  }
-
-  A& alloc_;
-  Event** heap_ = nullptr;
-  std::size_t size_ = 0, capacity_ = 0;
-};
-
 }  // namespace lindsay_detail
 
 // scale: thousands of messages sent over a 256-node hypercube.
@@ -117,7 +67,7 @@ std::uint64_t runLindsay(A& alloc, unsigned scale) {
   Rng rng(0x11D5A7);
   auto* nodes = allocateArray<NodeState>(alloc, kNodes);
   for (std::uint32_t n = 0; n < kNodes; ++n) new (&nodes[n]) NodeState();
-  EventQueue<A> queue(alloc);
+  EventQueue<A, Event> queue(alloc);
   std::uint64_t sequence = 0;
   auto schedule = [&](std::uint64_t time, EventKind kind, std::uint32_t node, Packet* packet) {
     auto* event = static_cast<Event*>(allocateOrThrow(alloc, sizeof(Event)));

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "AllocatorPolicy.h"
+#include "BoxedSim.h"
 #include "Cfrac.h"
 #include "Espresso.h"
 #include "GcBench.h"
@@ -26,6 +27,7 @@ inline constexpr WorkloadInfo kWorkloads[] = {
     {"espresso", "logic minimisation over mid-size sets and hash tables (espresso-like)", 100, 10},
     {"gcbench", "binary trees built and freed around long-lived data (GCBench-like)", 8, 1},
     {"lindsay", "hypercube network simulation, many small objects (lindsay-like)", 500, 50},
+    {"boxedsim", "spheres bouncing in a box (boxed-sim-like)", 40, 4},
 };
 
 inline const WorkloadInfo* findWorkload(std::string_view name) {
@@ -41,6 +43,7 @@ std::uint64_t runWorkload(std::string_view name, A& alloc, unsigned scale) {
   if (name == "espresso") return runEspresso(alloc, scale);
   if (name == "gcbench") return runGcBench(alloc, scale);
   if (name == "lindsay") return runLindsay(alloc, scale);
+  if (name == "boxedsim") return runBoxedSim(alloc, scale);
   throw WorkloadFailure("unknown workload");
 }
 
