@@ -5,6 +5,7 @@
 
 #include <cstddef>
 
+#include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
 
 namespace heapkit {
@@ -20,12 +21,18 @@ class AdaptHeap : public Super {
   }
 
   void* malloc(std::size_t size) {
-    void* object = dictionary_.removeFirstFit(size, [this](void* candidate) { return Super::getSize(candidate); });
+    void* object = dictionary_.removeFirstFit(size, [this](void* candidate) {
+      countWork(*this, 1, 2, 0);  // a node visited: its size word and its link
+      return Super::getSize(candidate);
+    });
+    if (object != nullptr) countWork(*this, 0, Dictionary::kUnlinkReads, Dictionary::kUnlinkWrites);
     return object != nullptr ? object : Super::malloc(size);
   }
 
   void free(void* object) {
-    if (object != nullptr) dictionary_.insert(object);
+    if (object == nullptr) return;
+    dictionary_.insert(object);
+    countWork(*this, 1, Dictionary::kInsertReads, Dictionary::kInsertWrites);
   }
 
   bool empty() const { return dictionary_.empty(); }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
 
 namespace heapkit {
@@ -32,9 +33,11 @@ class BoundedFreelistHeap : public Super {
     if (head_ != nullptr && fits(head_, size)) {
       Node* node = head_;
       head_ = node->next;
+      countWork(*this, 1, 2, 1);
       if constexpr (Bound != kUnbounded) --length_;
       return node;
     }
+    countWork(*this, 1, 1, 0);
     return Super::malloc(size);
   }
 
@@ -50,6 +53,7 @@ class BoundedFreelistHeap : public Super {
     auto* node = static_cast<Node*>(object);
     node->next = head_;
     head_ = node;
+    countWork(*this, 1, 1, 2);
   }
 
   bool empty() const { return head_ == nullptr; }

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 
+#include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
 
 namespace heapkit {
@@ -37,6 +38,7 @@ class ChunkHeap : public Super {
     if (size <= static_cast<std::size_t>(limit_ - cursor_)) {
       char* object = cursor_;
       cursor_ += size;
+      countWork(*this, 1, 2, 1);
       return object;
     }
     return mallocFromNewChunk(size);
@@ -68,6 +70,7 @@ class ChunkHeap : public Super {
     if (chunk == nullptr) return nullptr;
     chunk->next = chunks_;
     chunks_ = chunk;
+    countWork(*this, 0, 1, 4);
     return reinterpret_cast<char*>(chunk + 1);
   }
 

@@ -11,6 +11,7 @@
 #include <cstddef>
 
 #include "heapkit/building/DLList.h"
+#include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
 
 namespace heapkit {
@@ -39,21 +40,27 @@ class CoalesceHeap : public Super {
   void free(void* block) {
     if (block == nullptr) return;
     void* following = Super::next(block);
+    countWork(*this, 0, 2, 0);  // this block's size word and the next one's
     if (Super::isFree(following)) {
       DLList::unlink(following);
       Super::merge(block, following);
+      countCoalesce(*this);
+      countWork(*this, 0, DLList::kUnlinkReads + 1, DLList::kUnlinkWrites + 1);
     }
     if (Super::previousIsFree(block)) {
       void* preceding = Super::previous(block);
       DLList::unlink(preceding);
       Super::merge(preceding, block);
       block = preceding;
+      countCoalesce(*this);
+      countWork(*this, 0, DLList::kUnlinkReads + 2, DLList::kUnlinkWrites + 1);
     }
     if (Super::isWholeRegion(block)) {
       Super::releaseRegion(block);
       return;
     }
     Super::setFree(block);
+    countWork(*this, 0, 2, 3);  // setFree: the flag, the length word, the next block's flag
     Super::free(block);
   }
 
@@ -64,11 +71,14 @@ class CoalesceHeap : public Super {
   void* carve(void* block, std::size_t wanted) {
     if (block == nullptr) return nullptr;
     Super::setInUse(block);
+    countWork(*this, 0, 3, 2);
     // The remainder cannot have a free neighbour after it: the block came either from a
     // free list (free blocks are never adjacent) or fresh from the end of a region.
     if (Super::usable(block) >= wanted + Super::kMinBlockBytes) {
       void* rest = Super::split(block, wanted);
       Super::setFree(rest);
+      countSplit(*this);
+      countWork(*this, 0, 3, 5);
       Super::free(rest);
     }
     return block;

@@ -14,6 +14,9 @@ class DLList {
     Node* next;
   };
 
+  // Metadata words each operation reads and writes, for counting layers.
+  static constexpr unsigned kInsertReads = 1, kInsertWrites = 4, kUnlinkReads = 2, kUnlinkWrites = 2;
+
   DLList() { sentinel_.prev = sentinel_.next = &sentinel_; }
   DLList(const DLList&) = delete;
   DLList& operator=(const DLList&) = delete;

@@ -8,6 +8,9 @@ namespace heapkit {
 
 class SLList {
  public:
+  // Metadata words each operation reads and writes, for counting layers.
+  static constexpr unsigned kInsertReads = 1, kInsertWrites = 2, kUnlinkReads = 1, kUnlinkWrites = 1;
+
   SLList() = default;
   SLList(const SLList&) = delete;
   SLList& operator=(const SLList&) = delete;

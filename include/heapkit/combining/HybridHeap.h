@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
 #include "heapkit/core/SizeWord.h"
 
@@ -30,6 +31,7 @@ class HybridHeap : public SmallHeap {
   explicit HybridHeap(Args&&... args) : SmallHeap(args...), big_(makeBigHeap(args...)) {}
 
   void* malloc(std::size_t size) {
+    countWork(*this, 1);
     if (size <= Threshold) return SmallHeap::malloc(size);
     void* object = big_.malloc(size);
     if (object != nullptr) sizeword::addFlags(object, sizeword::kRoutedToBigHeap);
@@ -38,6 +40,7 @@ class HybridHeap : public SmallHeap {
 
   void free(void* object) {
     if (object == nullptr) return;
+    countWork(*this, 1, 1, 0);
     if (sizeword::flags(object) & sizeword::kRoutedToBigHeap) {
       sizeword::clearFlags(object, sizeword::kRoutedToBigHeap);
       big_.free(object);

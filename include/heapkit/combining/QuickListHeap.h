@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 
+#include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
 
 namespace heapkit {
@@ -28,8 +29,10 @@ class QuickListHeap : public Super {
     if (size <= MaxQuickBytes) {
       // The list of exactly the usable size the heap below would give this request.
       std::size_t list = usableSizeFor(size) / 16;
+      countWork(*this, 2, 1, 0);  // the list's lookup and its head
       if (Node* node = heads_[list]) {
         heads_[list] = node->next;
+        countWork(*this, 0, 1, 1);
         return node;
       }
     }
@@ -50,10 +53,12 @@ class QuickListHeap : public Super {
   void free(void* object) {
     if (object == nullptr) return;
     std::size_t list = Super::getSize(object) / 16;
+    countWork(*this, 1, 1, 0);
     if (list < kLists) {
       auto* node = static_cast<Node*>(object);
       node->next = heads_[list];
       heads_[list] = node;
+      countWork(*this, 1, 1, 2);
       ++quickObjects_;
       return;
     }
@@ -63,9 +68,11 @@ class QuickListHeap : public Super {
   // Give every quick-listed object back to the heap below.
   void consolidate() {
     for (Node*& head : heads_) {
+      countWork(*this, 1, 1, 0);
       while (head != nullptr) {
         Node* node = head;
         head = node->next;
+        countWork(*this, 1, 1, 1);
         Super::free(node);
       }
     }

@@ -11,6 +11,7 @@
 #include <cstddef>
 
 #include "heapkit/combining/SizeClassBitmap.h"
+#include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
 
 namespace heapkit {
@@ -27,6 +28,11 @@ class SegHeap : public BigHeap {
     void* malloc(std::size_t) { return nullptr; }
     void free(void* object) { big_->free(object); }
     std::size_t getSize(void* object) const { return big_->getSize(object); }
+    WorkCounts& workCounts()
+      requires CountingHeap<BigHeap>
+    {
+      return big_->workCounts();
+    }
 
    private:
     BigHeap* big_ = nullptr;
@@ -47,9 +53,11 @@ class SegHeap : public BigHeap {
   // Only from the bins: nullptr when no cached object fits.
   void* mallocCached(std::size_t size) {
     std::size_t sizeClass = SizeToClass(size);
+    countWork(*this, 1);
     if (sizeClass >= NumBins) return nullptr;
     for (std::size_t bin = nonEmpty_.firstAtOrAbove(sizeClass); bin != nonEmpty_.kNone;
          bin = nonEmpty_.firstAtOrAbove(bin + 1)) {
+      countWork(*this, 1, 1, 0);  // a bin probed, found through the bitmap
       void* object = bins_[bin].malloc(size);
       // Neighbours may have been unlinked behind the bin's back (coalescing), so the
       // bitmap is a hint: an empty bin found here is cleared.
@@ -62,6 +70,7 @@ class SegHeap : public BigHeap {
   void free(void* object) {
     if (object == nullptr) return;
     std::size_t sizeClass = SizeToClass(BigHeap::getSize(object));
+    countWork(*this, 1, 2, 1);  // the size word; the bitmap's word
     if (sizeClass >= NumBins) {
       BigHeap::free(object);
       return;

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 
+#include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
 
 namespace heapkit {
@@ -33,6 +34,11 @@ class StrictSegHeap : public BigHeap {
     void* malloc(std::size_t) { return nullptr; }
     void free(void* object) { bigHeap().free(object); }
     std::size_t getSize(void* object) const { return bigHeap().getSize(object); }
+    WorkCounts& workCounts()
+      requires CountingHeap<BigHeap>
+    {
+      return bigHeap().workCounts();
+    }
 
    private:
     BigHeap& bigHeap() const { return *BinSlots::parentOf(static_cast<const Bin*>(this)); }
@@ -47,6 +53,7 @@ class StrictSegHeap : public BigHeap {
 
   void* malloc(std::size_t size) {
     std::size_t sizeClass = SizeToClass(size);
+    countWork(*this, 1);
     if (sizeClass >= NumBins) return BigHeap::malloc(size);
     std::size_t classSize = ClassToSize(sizeClass);
     if (void* object = slots_.bins[sizeClass].malloc(classSize)) return object;
@@ -57,6 +64,7 @@ class StrictSegHeap : public BigHeap {
     if (object == nullptr) return;
     std::size_t size = BigHeap::getSize(object);
     std::size_t sizeClass = SizeToClass(size);
+    countWork(*this, 1, 1, 0);
     // An object bigger than asked for belongs to the largest class it can fully serve.
     if (sizeClass < NumBins && ClassToSize(sizeClass) > size) {
       if (sizeClass == 0) {

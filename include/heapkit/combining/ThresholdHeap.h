@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "heapkit/building/SLList.h"
+#include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
 
 namespace heapkit {
@@ -22,8 +23,12 @@ class ThresholdHeap : public Super {
   }
 
   void* malloc(std::size_t size) {
-    void* object = cache_.removeFirstFit(size, [this](void* candidate) { return Super::getSize(candidate); });
+    void* object = cache_.removeFirstFit(size, [this](void* candidate) {
+      countWork(*this, 1, 2, 0);
+      return Super::getSize(candidate);
+    });
     if (object == nullptr) return Super::malloc(size);
+    countWork(*this, 0, 1, 1);
     cachedBytes_ -= Super::getSize(object);
     return object;
   }
@@ -37,6 +42,7 @@ class ThresholdHeap : public Super {
     }
     cachedBytes_ += size;
     cache_.insert(object);
+    countWork(*this, 1, 2, 3);
   }
 
   std::size_t cachedBytes() const { return cachedBytes_; }

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 
+#include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
 #include "heapkit/core/SizeWord.h"
 
@@ -82,6 +83,7 @@ class CoalesceableHeap : public Super {
     std::size_t firstBytes = bytes - kRegionPrefixBytes;
     sizeWord(first) = firstBytes | kFirstInRegion;
     sizeWord(first + firstBytes) = 0;  // the fence: a block of length 0, never free
+    countWork(*this, 1, 1, 5);
     return first;
   }
 

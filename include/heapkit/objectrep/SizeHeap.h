@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
 #include "heapkit/core/SizeWord.h"
 
@@ -26,6 +27,7 @@ class SizeHeap : public Super {
     if (block == nullptr) return nullptr;
     void* object = block + kHeaderBytes;
     sizeword::set(object, usable);
+    countWork(*this, 0, 0, 1);
     return object;
   }
 
