@@ -16,6 +16,7 @@ from rich.text import Text
 import heapkit
 from heapkit import convert as _convert
 from heapkit.replay import ALLOCATORS, ReplayError
+from heapkit.simulator import load_energy_model
 
 console = Console(stderr=True)
 out = Console()
@@ -48,7 +49,8 @@ def _fail(message: str) -> None:
 
 # What bad input, a bad output path or an unusable program can raise below the commands:
 # each becomes one line and exit status 1. Anything else is a bug and keeps its traceback.
-_INPUT_ERRORS = (heapkit.TraceError, ReplayError, OSError, ValueError, MemoryError, RuntimeError)
+_INPUT_ERRORS = (heapkit.TraceError, heapkit.SpecError, heapkit.SimulationError, ReplayError, OSError, ValueError,
+                 MemoryError, RuntimeError)
 
 
 def _describe(error: BaseException) -> str:
@@ -251,7 +253,8 @@ def stats(trace: Path, as_json: bool, top: int) -> None:
 @main.command()
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("-a", "--allocator", "allocators", multiple=True, default=("glibc",), show_default=True,
-              help=f"{', '.join(ALLOCATORS)}, or a path to a malloc .so; repeat to compare.")
+              help=f"{', '.join(ALLOCATORS)}, a path to a malloc .so, or spec:FILE (a DMM design run as a real "
+                   "allocator); repeat to compare.")
 @click.option("-n", "--runs", type=click.IntRange(min=1), default=5, show_default=True,
               help="Fresh processes per allocator; the table shows medians.")
 @click.option("--no-touch", is_flag=True, help="Do not write to allocated memory (by default one byte per page).")
@@ -272,13 +275,117 @@ def replay(trace: Path, allocators: tuple[str, ...], runs: int, no_touch: bool, 
         return
     table = Table(title=escape(f"{trace}: {results[0].operations:,} operations, peak live "
                                f"{_bytes(results[0].max_live_bytes)} (medians of {runs} runs)"))
-    for column in ("allocator", "time", "ns / op", "footprint", "footprint / live", "failed"):
+    designs = any(x.heap_peak_bytes_held is not None for r in results for x in r.runs)
+    for column in ("allocator", "time", "ns / op", "footprint", "footprint / live", "failed") + (
+            ("bytes held (design)",) if designs else ()):
         table.add_column(column, justify="right")
     for r in results:
+        held = [x.heap_peak_bytes_held for x in r.runs if x.heap_peak_bytes_held is not None]
         table.add_row(escape(r.allocator), f"{r.median_seconds * 1e3:,.2f} ms", f"{r.median_ns_per_op:.1f}",
                       _bytes(r.median_footprint_bytes), f"{r.fragmentation:.2f}",
-                      str(max(x.failed_allocations for x in r.runs)))
+                      str(max(x.failed_allocations for x in r.runs)),
+                      *((f"{held[0]:,}" if held else "-",) if designs else ()))
     out.print(table)
+
+
+def _specs_from(specs: tuple[str, ...], presets: tuple[str, ...]) -> list[heapkit.Spec]:
+    chosen = [heapkit.load_spec(s) for s in specs] + [heapkit.preset(p) for p in presets]
+    return chosen or [heapkit.preset(p) for p in heapkit.PRESETS]
+
+
+@main.command()
+@click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-s", "--spec", "specs", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="A DMM spec file (docs/dmm-spec.md); repeat to compare.")
+@click.option("-p", "--preset", "presets", multiple=True, type=click.Choice(heapkit.PRESETS, case_sensitive=False),
+              help="A shipped design; repeat to compare. With neither --spec nor --preset: every preset.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write every metric, footprint over time and the DMM maps to this file.")
+@click.option("--energy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="A JSON file overriding the energy model's parameters (docs/simulator.md).")
+@click.option("--reserve", type=click.IntRange(min=1), default=64, show_default=True,
+              help="GiB of address space reserved for each design's simulated heap.")
+@click.option("-j", "--threads", type=click.IntRange(min=1), default=None, help="Designs simulated at once (default: cores).")
+@click.option("--map/--no-map", "show_map", default=True, show_default=True, help="Print each design's DMM map.")
+def simulate(trace: Path, specs: tuple[str, ...], presets: tuple[str, ...], json_path: Path | None,
+             energy: Path | None, reserve: int, threads: int | None, show_map: bool) -> None:
+    """Simulate DMM designs on TRACE: work, metadata accesses, footprint, fragmentation and
+    energy of each, and the paper's comparison normalised to Kingsley (KNG, simulated too
+    when not asked for)."""
+    designs = _specs_from(specs, presets)
+    baseline_added = not any(d.name == "KNG" for d in designs)
+    if baseline_added:
+        designs.append(heapkit.preset("KNG"))
+    model = load_energy_model(energy)
+    size = trace.stat().st_size or 1
+    with Progress("[progress.description]{task.description}", BarColumn(), TimeRemainingColumn(), console=console,
+                  transient=True, disable=not console.is_terminal) as bar:
+        tasks = [bar.add_task(escape(f"simulating {d.name}"), total=size) for d in designs]
+        results = heapkit.simulate(trace, designs, energy=model, reserve_bytes=reserve << 30, threads=threads,
+                                   progress=lambda i, done, total: bar.update(tasks[i], completed=done, total=total))
+    if json_path is not None:
+        json_path.write_text(json.dumps({"trace": str(trace), "energy_model": model,
+                                         "results": [r.to_dict() for r in results]}, indent=1))
+    first = results[0]
+    table = Table(title=escape(f"{trace}: {first.events:,} operations, peak live {_bytes(first.max_live_bytes)}"))
+    for column in ("design", "work", "accesses", "footprint", "frag. int/ext", "energy", "failed", "sim events/s"):
+        table.add_column(column, justify="right")
+    for r in results:
+        table.add_row(escape(r.name), f"{r.work:,}", f"{r.accesses:,}", _bytes(r.peak_footprint),
+                      f"{r.internal_fragmentation:.0%} / {r.external_fragmentation:.0%}", f"{r.energy_nj / 1e6:,.3f} mJ",
+                      str(r.failed), f"{r.events_per_second / 1e6:.1f} M")
+    out.print(table)
+    normalized = Table(title="normalised to KNG (the paper's Figures 7-9)" + (" — KNG added as the baseline"
+                                                                               if baseline_added else ""))
+    for column in ("design", "work", "footprint", "energy"):
+        normalized.add_column(column, justify="right")
+    for row in heapkit.normalized_to(results, "KNG"):
+        normalized.add_row(escape(row["name"]), f"{row['work']:.3f}", f"{row['footprint']:.3f}", f"{row['energy']:.3f}")
+    out.print(normalized)
+    if show_map:
+        for r in results:
+            dmm = Table(title=escape(f"DMM map: {r.name}"), title_justify="left")
+            for column in ("#", "range (bytes]", "mechanism", "structure", "fit", "order", "requests", "requested",
+                           "peak held"):
+                dmm.add_column(column, justify="right")
+            for u in r.dmm_map:
+                high = "∞" if u.range[1] is None else f"{u.range[1]:,}"
+                dmm.add_row("os" if u.index < 0 else str(u.index), f"({u.range[0]:,}, {high}]", u.mechanism,
+                            u.structure, u.fit, u.order, f"{u.requests:,}", _bytes(u.requested_bytes),
+                            _bytes(u.peak_bytes_held))
+            out.print(dmm)
+
+
+@main.command()
+@click.argument("name", required=False, type=click.Choice(heapkit.PRESETS, case_sensitive=False))
+def presets(name: str | None) -> None:
+    """List the shipped DMM designs, or print one (to copy into a file and edit)."""
+    if name is not None:
+        click.echo(heapkit.preset(name).to_json())
+        return
+    table = Table(title="DMM presets (heapkit presets NAME prints one)")
+    table.add_column("name")
+    table.add_column("design")
+    for key in heapkit.PRESETS:
+        table.add_row(key, escape(heapkit.preset(key).description))
+    out.print(table)
+
+
+@main.command()
+@click.argument("specs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+def validate(specs: tuple[str, ...]) -> None:
+    """Check DMM spec files: one line each, the first error naming its field (exit status 1)."""
+    failed = False
+    for path in specs:
+        try:
+            spec = heapkit.load_spec(path)
+            out.print(escape(f"{path}: valid ({spec.name}, {len(spec.allocators)} allocators, design {spec.key})"),
+                      highlight=False)
+        except heapkit.SpecError as error:
+            console.print(Text(str(error), style="red"), highlight=False, soft_wrap=True)
+            failed = True
+    if failed:
+        sys.exit(1)
 
 
 @main.command()

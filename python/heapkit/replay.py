@@ -26,6 +26,9 @@ ALLOCATORS: dict[str, tuple[str, ...] | None] = {
     "lea": ("heapkit:libheapkit-lea.so",),
     "heapkit": ("heapkit:libheapkit.so",),  # the scalable general-purpose allocator
 }
+#: "spec:FILE" names a DMM design (docs/dmm-spec.md) run as a real allocator by the replayer
+#: itself: the same heap the simulator runs, over real memory.
+SPEC_PREFIX = "spec:"
 
 _SYSTEM_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
                 "/usr/local/lib", "/lib/x86_64-linux-gnu")
@@ -33,7 +36,10 @@ _SYSTEM_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr
 
 def resolve_allocator(name: str) -> Optional[Path]:
     """The library to preload for ``name`` (a key of :data:`ALLOCATORS` or a path to a
-    ``.so``); None for glibc. Raises FileNotFoundError if it is not installed."""
+    ``.so``); None for glibc and for a ``spec:FILE`` design, which the replayer runs
+    itself. Raises FileNotFoundError if it is not installed."""
+    if name.startswith(SPEC_PREFIX):
+        return None
     if "/" in name or name.endswith(".so") or ".so." in name:
         path = Path(name).resolve()
         if not path.is_file():
@@ -67,6 +73,7 @@ class ReplayRun:
     footprint_bytes: int  # peak resident set during the replay minus the one before it
     peak_rss_bytes: int
     failed_allocations: int
+    heap_peak_bytes_held: Optional[int] = None  # a spec: design's own footprint, as the simulator counts it
 
 
 @dataclass(frozen=True)
@@ -130,6 +137,12 @@ def replay(
     if lib is not None:
         env["LD_PRELOAD"] = str(lib)
     cmd = [str(program("heapkit-replay")), str(trace)] + ([] if touch else ["--no-touch"])
+    if allocator.startswith(SPEC_PREFIX):
+        from heapkit.dmm import load_spec
+
+        spec_path = allocator[len(SPEC_PREFIX):]
+        load_spec(spec_path)  # a spec that does not validate fails here, naming the field
+        cmd += ["--spec", spec_path]
     result = None
     for i in range(runs):
         done = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -147,7 +160,8 @@ def replay(
         if result is None:
             result = ReplayResult(allocator, lib, data["operations"], data["max_live_bytes"])
         result.runs.append(ReplayRun(data["seconds"], data["ns_per_op"], data["footprint_bytes"],
-                                     data["peak_rss_bytes"], data["failed_allocations"]))
+                                     data["peak_rss_bytes"], data["failed_allocations"],
+                                     data.get("heap_peak_bytes_held")))
         if on_run:
             on_run(i + 1, runs)
     return result

@@ -12,6 +12,8 @@
 #include <memory>
 #include <string>
 
+#include "Simulate.h"
+#include "Spec.h"
 #include "heapkit/trace/Convert.h"
 #include "heapkit/trace/Stats.h"
 
@@ -306,6 +308,99 @@ nb::dict decodeSpeed(const std::string& path, int repeats, bool checkLiveness) {
   return d;
 }
 
+// ---- DMM specs and the simulator ----------------------------------------------------
+
+using heapkit::sim::ParsedSpec;
+using heapkit::sim::Simulation;
+using heapkit::sim::SimulationResult;
+
+nb::dict parseSpecPy(const std::string& text) {
+  ParsedSpec spec = heapkit::sim::parseSpec(text);
+  nb::dict d;
+  d["name"] = spec.name;
+  d["description"] = spec.description;
+  d["normalized"] = spec.normalized;
+  d["allocators"] = spec.dmm.count;
+  return d;
+}
+
+heapkit::sim::EnergyModel energyFrom(const nb::dict& energy) {
+  heapkit::sim::EnergyModel model;
+  for (auto [key, value] : energy) {
+    std::string name = nb::cast<std::string>(key);
+    double number = nb::cast<double>(value);
+    if (!(number >= 0)) throw std::invalid_argument("energy model: " + name + " must be a number >= 0");
+    if (name == "access_nj") model.accessNanojoules = number;
+    else if (name == "step_nj") model.stepNanojoules = number;
+    else if (name == "static_nw_per_kib") model.staticNanowattsPerKib = number;
+    else if (name == "ns_per_operation") model.nanosecondsPerOperation = number;
+    else throw std::invalid_argument("energy model: unknown parameter '" + name + "' (access_nj, step_nj, static_nw_per_kib, ns_per_operation)");
+  }
+  return model;
+}
+
+// One design on one trace. step() runs with the GIL released, so several simulations
+// proceed on threads at once.
+class PySimulation {
+ public:
+  PySimulation(const std::string& specText, const std::string& trace, std::size_t reserveBytes, std::size_t maxSamples,
+               const nb::dict& energy) {
+    heapkit::sim::SimulationOptions options;
+    options.reserveBytes = reserveBytes;
+    options.maxSamples = maxSamples;
+    options.energy = energyFrom(energy);
+    ParsedSpec spec = heapkit::sim::parseSpec(specText);
+    simulation_ = std::make_unique<Simulation>(spec, trace, options);
+  }
+
+  bool step(std::uint64_t maxEvents) {
+    nb::gil_scoped_release release;
+    return simulation_->step(maxEvents);
+  }
+  std::uint64_t offset() const { return simulation_->bytesRead(); }
+  std::uint64_t size() const { return simulation_->traceBytes(); }
+
+  nb::dict result() const {
+    SimulationResult r = simulation_->result();
+    nb::dict d;
+    d["events"] = r.events;
+    d["mallocs"] = r.mallocs;
+    d["frees"] = r.frees;
+    d["reallocs"] = r.reallocs;
+    d["aligned"] = r.alignedAllocations;
+    d["failed"] = r.failedRequests;
+    d["steps"] = r.counts.steps;
+    d["reads"] = r.counts.reads;
+    d["writes"] = r.counts.writes;
+    d["splits"] = r.counts.splits;
+    d["coalesces"] = r.counts.coalesces;
+    d["peak_footprint"] = r.peakFootprintBytes;
+    d["end_footprint"] = r.endFootprintBytes;
+    d["max_live_bytes"] = r.maxLiveBytes;
+    d["live_bytes_at_peak"] = r.liveBytesAtPeak;
+    d["usable_bytes_at_peak"] = r.usableBytesAtPeak;
+    d["dynamic_energy_nj"] = r.dynamicEnergyNanojoules;
+    d["static_energy_nj"] = r.staticEnergyNanojoules;
+    d["seconds"] = r.seconds;
+    nb::list samples;
+    for (auto [event, held] : r.footprintSamples) samples.append(nb::make_tuple(event, held));
+    d["footprint_samples"] = samples;
+    nb::list allocators;
+    for (const auto& a : r.allocators) {
+      nb::dict ad;
+      ad["requests"] = a.requests;
+      ad["requested_bytes"] = a.requestedBytes;
+      ad["peak_bytes_held"] = a.peakBytesHeld;
+      allocators.append(ad);
+    }
+    d["allocators"] = allocators;
+    return d;
+  }
+
+ private:
+  std::unique_ptr<Simulation> simulation_;
+};
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -343,6 +438,18 @@ NB_MODULE(_core, m) {
       .def_prop_ro("offset", &PyStats::offset)
       .def_prop_ro("size", &PyStats::size)
       .def("result", &PyStats::result);
+
+  nb::exception<heapkit::sim::SpecError>(m, "SpecError", PyExc_ValueError);
+  nb::exception<heapkit::sim::SimulationError>(m, "SimulationError", PyExc_RuntimeError);
+  m.attr("SPEC_FORMAT") = heapkit::sim::kSpecFormat;
+  m.def("parse_spec", &parseSpecPy, nb::arg("text"));
+  nb::class_<PySimulation>(m, "Simulation")
+      .def(nb::init<const std::string&, const std::string&, std::size_t, std::size_t, const nb::dict&>(), nb::arg("spec"),
+           nb::arg("trace"), nb::arg("reserve_bytes"), nb::arg("max_samples"), nb::arg("energy"))
+      .def("step", &PySimulation::step, nb::arg("max_events"))
+      .def_prop_ro("offset", &PySimulation::offset)
+      .def_prop_ro("size", &PySimulation::size)
+      .def("result", &PySimulation::result);
 
   m.def("merge_spool", &mergeSpoolPy, nb::arg("spool"), nb::arg("out"));
   m.def("decode_speed", &decodeSpeed, nb::arg("path"), nb::arg("repeats") = 3, nb::arg("check_liveness") = true);

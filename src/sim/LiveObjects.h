@@ -13,7 +13,8 @@ class LiveObjects {
  public:
   struct Object {
     void* address = nullptr;
-    std::uint64_t size = 0;
+    std::uint64_t size = 0;    // requested
+    std::uint64_t usable = 0;  // what the allocator set aside
   };
 
   LiveObjects() : slots_(kInitialSlots) {}

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "LiveObjects.h"
+#include "TraceApplier.h"
 #include "heapkit/dmm/DmmHeap.h"
 #include "heapkit/trace/Reader.h"
 #include "heapkit/wrapper/ANSIWrapper.h"
@@ -30,7 +30,6 @@ struct Simulation::State {
     if (decoder.failed()) throw SimulationError(path + ": " + decoder.error());
     if (heap.arena().reservedBytes() == 0)
       throw SimulationError("cannot reserve " + std::to_string(opts.reserveBytes >> 20) + " MiB of address space to simulate in");
-    sampleStride = 1;
   }
 
   SimulationOptions options;
@@ -38,91 +37,33 @@ struct Simulation::State {
   trace::TraceDecoder decoder;
   Heap heap;
   std::string tracePath;
-  LiveObjects live;
+  TraceApplier<Heap> applier{heap};
   SimulationResult result;
-  std::uint64_t liveBytes = 0;
-  std::uint64_t liveUsable = 0;
   // Footprint over time: the highest held figure in each stride of events; when the
   // buffer fills, neighbours merge and the stride doubles.
   std::uint64_t sampleStride = 1;
+  std::uint64_t untilSample = 1;
   std::uint64_t sampleMax = 0;
   // Static energy integrates the footprint over operations.
-  long double heldByteOperations = 0;
+  unsigned __int128 heldByteOperations = 0;
   double seconds = 0;
   bool done = false;
 
-  void place(std::uint64_t id, void* object, std::uint64_t size) {
-    if (object == nullptr) {
-      ++result.failedRequests;
-      if (heap.arena().exhausted())
-        throw SimulationError(tracePath + ": the trace's footprint does not fit the " +
-                              std::to_string(heap.arena().reservedBytes() >> 20) +
-                              " MiB reserved to simulate it in (raise the reserve)");
-      return;
-    }
-    live.insert(id, {object, size});
-    liveBytes += size;
-    liveUsable += heap.getSize(object);
-    result.maxLiveBytes = std::max(result.maxLiveBytes, liveBytes);
-  }
-
-  LiveObjects::Object takeLive(std::uint64_t id) {
-    LiveObjects::Object object;
-    if (!live.erase(id, object)) return {};  // an allocation that failed in this design
-    liveBytes -= object.size;
-    liveUsable -= heap.getSize(object.address);
-    return object;
-  }
-
-  // The same calls, with the same arguments, as heapkit-replay makes of the real allocator.
   void apply(const Event& e) {
-    switch (e.op) {
-      case Op::Malloc:
-        ++result.mallocs;
-        place(e.id, heap.malloc(e.size), e.size);
-        break;
-      case Op::Calloc:
-        ++result.mallocs;
-        place(e.id, heap.calloc(1, e.size), e.size);
-        break;
-      case Op::Realloc: {
-        ++result.reallocs;
-        LiveObjects::Object old = takeLive(e.oldId);
-        void* moved = heap.realloc(old.address, e.size);
-        if (moved == nullptr && e.size != 0 && old.address != nullptr) {
-          // The old block stays valid, as C requires; the trace's new object is missing here.
-          live.insert(e.oldId, old);
-          liveBytes += old.size;
-          liveUsable += heap.getSize(old.address);
-        }
-        if (e.size != 0) place(e.id, moved, e.size);
-        break;
-      }
-      case Op::Aligned: {
-        ++result.alignedAllocations;
-        void* object = nullptr;
-        std::size_t alignment = e.alignment < sizeof(void*) ? sizeof(void*) : e.alignment;
-        if (heap.posix_memalign(&object, alignment, e.size) != 0) object = nullptr;
-        place(e.id, object, e.size);
-        break;
-      }
-      default: {  // Free
-        ++result.frees;
-        heap.free(takeLive(e.id).address);
-        break;
-      }
-    }
+    if (!applier.apply(e) && heap.arena().exhausted())
+      throw SimulationError(tracePath + ": the trace's footprint does not fit the " +
+                            std::to_string(heap.arena().reservedBytes() >> 20) +
+                            " MiB reserved to simulate it in (raise the reserve)");
     std::size_t held = heap.bytesHeld();
     if (held > result.peakFootprintBytes) {
       result.peakFootprintBytes = held;
-      result.liveBytesAtPeak = liveBytes;
-      result.usableBytesAtPeak = liveUsable;
+      result.liveBytesAtPeak = applier.liveBytes();
+      result.usableBytesAtPeak = applier.liveUsableBytes();
     }
     heldByteOperations += held;
     sampleMax = std::max<std::uint64_t>(sampleMax, held);
-    ++result.events;
-    if (result.events % sampleStride == 0) {
-      result.footprintSamples.emplace_back(result.events, sampleMax);
+    if (--untilSample == 0) {
+      result.footprintSamples.emplace_back(applier.counts().events, sampleMax);
       sampleMax = 0;
       if (result.footprintSamples.size() >= 2 * options.maxSamples) {
         auto& samples = result.footprintSamples;
@@ -131,6 +72,7 @@ struct Simulation::State {
         samples.resize(samples.size() / 2);
         sampleStride *= 2;
       }
+      untilSample = sampleStride;
     }
   }
 };
@@ -168,6 +110,14 @@ std::uint64_t Simulation::traceBytes() const { return state_->decoder.size(); }
 SimulationResult Simulation::result() const {
   const State& s = *state_;
   SimulationResult r = s.result;
+  const TraceCounts& counts = s.applier.counts();
+  r.events = counts.events;
+  r.mallocs = counts.mallocs;
+  r.frees = counts.frees;
+  r.reallocs = counts.reallocs;
+  r.alignedAllocations = counts.alignedAllocations;
+  r.failedRequests = counts.failedRequests;
+  r.maxLiveBytes = counts.maxLiveBytes;
   auto& heap = const_cast<State::Heap&>(s.heap);
   r.counts = heap.workCounts();
   r.endFootprintBytes = heap.bytesHeld();
@@ -176,7 +126,7 @@ SimulationResult Simulation::result() const {
   const EnergyModel& energy = s.options.energy;
   r.dynamicEnergyNanojoules = static_cast<double>(r.counts.reads + r.counts.writes) * energy.accessNanojoules +
                               static_cast<double>(r.counts.steps) * energy.stepNanojoules;
-  r.staticEnergyNanojoules = static_cast<double>(s.heldByteOperations / 1024.0L) * energy.staticNanowattsPerKib *
+  r.staticEnergyNanojoules = static_cast<double>(s.heldByteOperations) / 1024.0 * energy.staticNanowattsPerKib *
                              energy.nanosecondsPerOperation * 1e-9;
   for (std::size_t i = 0; i <= heap.count(); ++i) {
     const AllocatorUsage& usage = heap.usage(i);

@@ -106,7 +106,7 @@ constexpr const char* invalidSegregatedFit(const SegregatedFitConfig& config) {
     if (bound < 32 || bound % 16 != 0 || (i > 0 && bound <= config.classBounds[i - 1]))
       return "class_sizes: class bounds must be ascending multiples of 16, at least 32";
   }
-  if (config.classes == SizeClasses::Exact && config.exactMaxBytes > (std::size_t{1} << 20))
+  if (config.classes == SizeClasses::Exact && config.exactMaxBytes > (std::size_t{1} << 20) + 32)
     return "range: exact segregated fit keeps a list per length up to 1 MiB";
   if (config.chunkBytes < 4096 || config.chunkBytes % 4096 != 0 || config.chunkBytes > (std::size_t{1} << 32))
     return "chunk.bytes: a whole number of 4 KiB pages, at most 4 GiB";

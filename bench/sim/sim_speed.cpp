@@ -1,0 +1,33 @@
+// heapkit-sim-speed TRACE SPEC [REPEATS [RESERVE_GIB]]: simulation speed of one design on one trace,
+// trace decoding included (the figure `make bench-sim` reports), best of REPEATS runs.
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+#include "Simulate.h"
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: heapkit-sim-speed TRACE SPEC [REPEATS [RESERVE_GIB]]\n");
+    return 1;
+  }
+  int repeats = argc > 3 ? std::atoi(argv[3]) : 3;
+  heapkit::sim::SimulationOptions options;
+  // valgrind gives a process less address space than the default reserve.
+  if (argc > 4) options.reserveBytes = static_cast<std::size_t>(std::atoi(argv[4])) << 30;
+  try {
+    heapkit::sim::ParsedSpec spec = heapkit::sim::loadSpec(argv[2]);
+    double best = 0;
+    heapkit::sim::SimulationResult result;
+    for (int i = 0; i < repeats; ++i) {
+      result = heapkit::sim::simulate(spec, argv[1], options);
+      if (i == 0 || result.seconds < best) best = result.seconds;
+    }
+    std::printf("{\"events\": %llu, \"seconds\": %.6f, \"events_per_second\": %.0f, \"peak_footprint\": %zu, \"steps\": %llu}\n",
+                static_cast<unsigned long long>(result.events), best, static_cast<double>(result.events) / best,
+                result.peakFootprintBytes, static_cast<unsigned long long>(result.counts.steps));
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "heapkit-sim-speed: %s\n", error.what());
+    return 2;
+  }
+}
