@@ -55,8 +55,10 @@ struct Simulation::State {
                             std::to_string(heap.arena().reservedBytes() >> 20) +
                             " MiB reserved to simulate it in (raise the reserve)");
     std::size_t held = heap.bytesHeld();
-    if (held > result.peakFootprintBytes) {
-      result.peakFootprintBytes = held;
+    // The arena's own high-water mark: a realloc may hold both blocks for a moment.
+    std::size_t peak = heap.peakBytesHeld();
+    if (peak > result.peakFootprintBytes) {
+      result.peakFootprintBytes = peak;
       result.liveBytesAtPeak = applier.liveBytes();
       result.usableBytesAtPeak = applier.liveUsableBytes();
     }

@@ -1,0 +1,359 @@
+// Fidelity: the simulator's prediction equals the real allocator's behaviour.
+//
+// For every preset and for hundreds of random valid specs, on synthetic traces of several
+// shapes: the simulated footprint high-water mark equals, to the byte, the peak bytes held
+// by the same spec running as a real allocator (DmmHeap over real memory, every usable
+// byte of every object written and checked), and so do the work and access counts.
+// Simulated KNG and LEA equal heapkit's KingsleyHeap and LeaHeap composed directly.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "Simulate.h"
+#include "Spec.h"
+#include "TraceApplier.h"
+#include "heapkit/dmm/DmmHeap.h"
+#include "heapkit/general/KingsleyHeap.h"
+#include "heapkit/general/LeaHeap.h"
+#include "heapkit/trace/Reader.h"
+#include "heapkit/trace/Writer.h"
+#include "heapkit/wrapper/ANSIWrapper.h"
+#include "sim_test_paths.h"
+
+namespace heapkit::sim {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- synthetic traces -----------------------------------------------------------------
+
+struct TraceShape {
+  const char* name;
+  std::size_t operations;
+  // size of the next object, given the step and the generator
+  std::size_t (*size)(std::mt19937_64&, std::size_t step);
+  unsigned freePercent;  // chance that a step frees instead of allocating
+  bool reallocs;
+  bool aligned;
+};
+
+std::size_t smallSizes(std::mt19937_64& rng, std::size_t) { return 1 + rng() % 512; }
+std::size_t geometricSizes(std::mt19937_64& rng, std::size_t) {
+  std::size_t bits = 3 + rng() % 15;
+  return 1 + rng() % (std::size_t{1} << bits);
+}
+// Phases of one size each (the reaps paper's phase shift), so freed space of one size
+// must serve another.
+std::size_t phasedSizes(std::mt19937_64&, std::size_t step) {
+  static constexpr std::size_t kSizes[] = {24, 48, 100, 200, 400, 96, 40, 3000};
+  return kSizes[(step / 1500) % std::size(kSizes)];
+}
+std::size_t largeSizes(std::mt19937_64& rng, std::size_t) {
+  return rng() % 8 == 0 ? 100000 + rng() % 3000000 : 1 + rng() % 4096;
+}
+
+const TraceShape kShapes[] = {
+    {"small", 12000, smallSizes, 45, true, false},
+    {"geometric", 8000, geometricSizes, 48, true, true},
+    {"phases", 12000, phasedSizes, 0, false, false},  // frees whole phases (see writeTrace)
+    {"large", 3000, largeSizes, 50, true, true},
+};
+
+std::string writeTrace(const TraceShape& shape, std::uint64_t seed) {
+  std::string path = (fs::temp_directory_path() / ("heapkit-fidelity-" + std::to_string(getpid()) + "-" +
+                                                   shape.name + "-" + std::to_string(seed) + ".hkt"))
+                         .string();
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  EXPECT_NE(file, nullptr);
+  {
+    trace::TraceWriter writer(file);
+    trace::Header header;
+    header.source = "fidelity test";
+    writer.begin(header);
+    std::mt19937_64 rng(seed);
+    std::vector<std::uint64_t> live;
+    std::uint64_t time = 0;
+    for (std::size_t step = 0; step < shape.operations; ++step) {
+      time += 1 + rng() % 50;
+      bool phaseEnds = shape.freePercent == 0 && step % 1500 == 1499;
+      if (phaseEnds) {
+        // Free the whole phase, but keep every seventh object (long-lived survivors).
+        std::vector<std::uint64_t> kept;
+        for (std::uint64_t id : live) {
+          if (id % 7 == 0) kept.push_back(id);
+          else writer.free(0, time, id);
+        }
+        live.swap(kept);
+        continue;
+      }
+      unsigned choice = static_cast<unsigned>(rng() % 100);
+      if (!live.empty() && choice < shape.freePercent) {
+        std::size_t at = rng() % live.size();
+        writer.free(0, time, live[at]);
+        live[at] = live.back();
+        live.pop_back();
+      } else if (!live.empty() && shape.reallocs && choice < shape.freePercent + 8) {
+        std::size_t at = rng() % live.size();
+        live[at] = writer.realloc(0, time, live[at], shape.size(rng, step));
+      } else if (shape.aligned && choice >= 97) {
+        live.push_back(writer.aligned(0, time, std::size_t{64} << (rng() % 7), shape.size(rng, step)));
+      } else if (choice % 11 == 0) {
+        live.push_back(writer.calloc(0, time, shape.size(rng, step)));
+      } else {
+        live.push_back(writer.malloc(0, time, shape.size(rng, step)));
+      }
+    }
+    writer.end();
+  }
+  std::fclose(file);
+  return path;
+}
+
+class Traces {
+ public:
+  Traces() {
+    std::uint64_t seed = 11;
+    for (const TraceShape& shape : kShapes) paths_.push_back(writeTrace(shape, seed++));
+  }
+  ~Traces() {
+    for (const std::string& path : paths_) std::remove(path.c_str());
+  }
+  const std::vector<std::string>& paths() const { return paths_; }
+
+ private:
+  std::vector<std::string> paths_;
+};
+
+const Traces& traces() {
+  static Traces instance;
+  return instance;
+}
+
+// ---- the real allocator's side ----------------------------------------------------------
+
+// Every usable byte written with the object's id, and checked when it is freed.
+struct FillAndCheck {
+  std::size_t* corruptions;
+  static std::uint8_t byteOf(std::uint64_t id) { return static_cast<std::uint8_t>(id * 131 + 7); }
+  void written(void* object, std::uint64_t usable, std::uint64_t id) { std::memset(object, byteOf(id), usable); }
+  void freeing(void* object, std::uint64_t usable, std::uint64_t id) {
+    auto* bytes = static_cast<const std::uint8_t*>(object);
+    for (std::uint64_t i = 0; i < usable; ++i) {
+      if (bytes[i] != byteOf(id)) {
+        ++*corruptions;
+        return;
+      }
+    }
+  }
+};
+
+struct RealRun {
+  std::size_t peak = 0;
+  std::size_t end = 0;
+  WorkCounts counts;
+  std::uint64_t failed = 0;
+  std::size_t corruptions = 0;
+};
+
+template <class Heap>
+void replayInto(Heap& heap, const std::string& path, RealRun& run) {
+  trace::MappedFile file(path);
+  trace::TraceDecoder decoder(file.data(), file.size());
+  TraceApplier<Heap, FillAndCheck> applier(heap, FillAndCheck{&run.corruptions});
+  trace::Event e;
+  while (decoder.next(e)) applier.apply(e);
+  ASSERT_FALSE(decoder.failed()) << decoder.error();
+  run.failed = applier.counts().failedRequests;
+  run.end = heap.bytesHeld();
+  if constexpr (CountingHeap<Heap>) run.counts = heap.workCounts();  // the trace's work, not the teardown's
+  applier.freeAll();
+}
+
+RealRun runReal(const ParsedSpec& spec, const std::string& path) {
+  RealRun run;
+  ANSIWrapper<DmmHeap<CountedMemory>> heap(spec.dmm, std::size_t{16} << 30);
+  replayInto(heap, path, run);
+  run.peak = heap.peakBytesHeld();
+  return run;
+}
+
+void expectFaithful(const ParsedSpec& spec, const std::string& specText, const std::string& path) {
+  SCOPED_TRACE("spec " + specText + "\n trace " + path);
+  SimulationOptions options;
+  options.reserveBytes = std::size_t{16} << 30;
+  SimulationResult simulated = simulate(spec, path, options);
+  RealRun real = runReal(spec, path);
+  EXPECT_EQ(real.corruptions, 0u) << "the real allocator corrupted objects";
+  EXPECT_EQ(simulated.peakFootprintBytes, real.peak) << "footprint high-water mark";
+  EXPECT_EQ(simulated.endFootprintBytes, real.end) << "bytes held at the end of the trace";
+  EXPECT_EQ(simulated.failedRequests, real.failed);
+  EXPECT_EQ(simulated.counts.steps, real.counts.steps) << "work";
+  EXPECT_EQ(simulated.counts.reads, real.counts.reads) << "metadata reads";
+  EXPECT_EQ(simulated.counts.writes, real.counts.writes) << "metadata writes";
+  EXPECT_GT(simulated.peakFootprintBytes, 0u);
+}
+
+std::string readFile(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// ---- presets --------------------------------------------------------------------------
+
+TEST(Fidelity, EveryPresetPredictsTheRealAllocatorToTheByte) {
+  std::size_t presets = 0;
+  for (const auto& entry : fs::directory_iterator(kPresetsDir)) {
+    std::string text = readFile(entry.path());
+    ParsedSpec spec = parseSpec(text);
+    for (const std::string& path : traces().paths()) expectFaithful(spec, spec.name, path);
+    ++presets;
+  }
+  EXPECT_GE(presets, 5u);
+}
+
+// ---- random valid specs -----------------------------------------------------------------
+
+const char* pick(std::mt19937_64& rng, std::initializer_list<const char*> choices) {
+  return choices.begin()[rng() % choices.size()];
+}
+
+std::string randomAllocator(std::mt19937_64& rng, std::size_t low, const std::string& high) {
+  std::string mechanism = pick(rng, {"segregated_lists", "segregated_fit", "simple_segregated_storage",
+                                     "exact_segregated_fit", "strict_segregated_fit", "kingsley", "lea", "region"});
+  std::string out = "{\"range\": [" + std::to_string(low) + ", " + high + "], \"mechanism\": \"" + mechanism + "\"";
+  if (mechanism == "kingsley" || mechanism == "lea") return out + "}";
+  out += ", \"header\": \"" + std::string(pick(rng, {"size8", "size16", "boundary_tags", "boundary_tags"})) + "\"";
+  std::size_t chunk = 4096 << (rng() % 5);
+  out += ", \"chunk\": {\"bytes\": " + std::to_string(chunk) + ", \"max_bytes\": " + std::to_string(chunk << (rng() % 3)) +
+         ", \"growth\": " + pick(rng, {"1.0", "1.5", "2.0"}) + "}";
+  if (mechanism == "region") return out + "}";
+  if (mechanism == "segregated_lists" || (mechanism == "strict_segregated_fit" && rng() % 2 == 0) ||
+      (mechanism == "simple_segregated_storage" && rng() % 2 == 0))
+    out += ", \"classes\": " + std::to_string(1 + rng() % 12);
+  else if (mechanism != "exact_segregated_fit") {
+    out += ", \"class_sizes\": [";
+    std::size_t size = 8 + rng() % 64;
+    for (std::size_t i = 0, n = 1 + rng() % 8; i < n; ++i) {
+      out += (i == 0 ? "" : ", ") + std::to_string(size);
+      size = size * 2 + rng() % 64;
+    }
+    out += "]";
+  }
+  if (mechanism != "simple_segregated_storage") {
+    std::string structure = pick(rng, {"singly_linked", "doubly_linked", "size_tree"});
+    out += ", \"list\": {\"structure\": \"" + structure + "\", \"fit\": \"" +
+           (mechanism == "exact_segregated_fit" ? "exact" : pick(rng, {"first", "next", "best", "exact", "worst"})) +
+           "\"";
+    if (structure != "size_tree") out += ", \"order\": \"" + std::string(pick(rng, {"lifo", "fifo", "address"})) + "\"";
+    out += "}";
+  }
+  if (rng() % 2) out += ", \"split\": " + std::string(rng() % 2 ? "true" : "false");
+  if (rng() % 2) out += ", \"coalesce\": \"" + std::string(pick(rng, {"none", "immediate", "deferred"})) + "\"";
+  if (rng() % 3 == 0) out += ", \"trim\": true";
+  return out + "}";
+}
+
+std::string randomSpec(std::mt19937_64& rng) {
+  std::size_t allocators = 1 + rng() % 3;
+  std::string out = "{\"format\": \"heapkit-dmm/1\", \"allocators\": [";
+  std::size_t low = 0;
+  for (std::size_t i = 0; i < allocators; ++i) {
+    bool last = i + 1 == allocators;
+    std::size_t high = low + 16 + rng() % (i == 0 ? 1024 : 65536);
+    std::string highText = last && rng() % 2 ? "null" : std::to_string(high);
+    out += (i == 0 ? "" : ", ") + randomAllocator(rng, low, highText);
+    low = high;
+  }
+  return out + "], \"fallback\": \"os\"}";
+}
+
+TEST(Fidelity, HundredsOfRandomValidSpecsPredictTheRealAllocatorToTheByte) {
+  std::mt19937_64 rng(2026);
+  std::size_t valid = 0, tried = 0;
+  while (valid < 240 && tried < 20000) {
+    ++tried;
+    std::string text = randomSpec(rng);
+    ParsedSpec spec;
+    try {
+      spec = parseSpec(text);
+    } catch (const SpecError&) {
+      continue;  // an impossible combination: the validator's job, tested elsewhere
+    }
+    const std::string& path = traces().paths()[valid % traces().paths().size()];
+    expectFaithful(spec, text, path);
+    if (HasFailure()) return;
+    ++valid;
+  }
+  EXPECT_EQ(valid, 240u) << "the generator found too few valid specs";
+}
+
+// ---- KNG and LEA are heapkit's own heaps ----------------------------------------------------
+
+template <class Heap>
+std::size_t directPeak(const std::string& path) {
+  ReservedArena<CountedMemory> arena(std::size_t{16} << 30);
+  RealRun run;
+  {
+    ANSIWrapper<Heap> heap(arena, std::uint8_t{1});
+    replayInto(heap, path, run);
+  }
+  EXPECT_EQ(run.corruptions, 0u);
+  EXPECT_EQ(arena.bytesHeld(), 0u) << "teardown returns everything";
+  return arena.peakBytesHeld();
+}
+
+TEST(Fidelity, SimulatedKingsleyAndLeaEqualKingsleyHeapAndLeaHeap) {
+  using Top = ArenaHeap<ReservedArena<CountedMemory>>;
+  ParsedSpec kng = parseSpec(readFile(fs::path(kPresetsDir) / "KNG.json"));
+  ParsedSpec lea = parseSpec(readFile(fs::path(kPresetsDir) / "LEA.json"));
+  for (const std::string& path : traces().paths()) {
+    SCOPED_TRACE(path);
+    EXPECT_EQ(simulate(kng, path).peakFootprintBytes, directPeak<KingsleyHeap<Top>>(path));
+    EXPECT_EQ(simulate(lea, path).peakFootprintBytes, directPeak<LeaHeap<Top>>(path));
+  }
+}
+
+// ---- bad input --------------------------------------------------------------------------------
+
+TEST(Fidelity, ATraceTooBigForTheReservedRangeIsOneClearError) {
+  ParsedSpec kng = parseSpec(readFile(fs::path(kPresetsDir) / "KNG.json"));
+  SimulationOptions options;
+  options.reserveBytes = std::size_t{1} << 20;  // 1 MiB: the "large" trace needs far more
+  try {
+    simulate(kng, traces().paths()[3], options);
+    FAIL() << "expected a SimulationError";
+  } catch (const SimulationError& error) {
+    EXPECT_NE(std::string(error.what()).find("does not fit the 1 MiB reserved"), std::string::npos) << error.what();
+  }
+}
+
+TEST(Fidelity, ACorruptOrTruncatedTraceIsOneClearError) {
+  ParsedSpec kng = parseSpec(readFile(fs::path(kPresetsDir) / "KNG.json"));
+  std::string original = readFile(traces().paths()[0]);
+  std::string truncatedPath = traces().paths()[0] + ".truncated";
+  {
+    std::ofstream out(truncatedPath, std::ios::binary);
+    out.write(original.data(), static_cast<std::streamsize>(original.size() / 2));
+  }
+  EXPECT_THROW(simulate(kng, truncatedPath), SimulationError);
+  {
+    std::ofstream out(truncatedPath, std::ios::binary);
+    out << "not a trace at all";
+  }
+  EXPECT_THROW(simulate(kng, truncatedPath), SimulationError);
+  EXPECT_THROW(simulate(kng, truncatedPath + ".missing"), SimulationError);
+  std::remove(truncatedPath.c_str());
+}
+
+}  // namespace
+}  // namespace heapkit::sim

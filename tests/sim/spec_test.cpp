@@ -1,0 +1,204 @@
+// DMM specs: every kind of bad spec is one error naming the field's path; normalisation
+// gives one text per design. And small traces whose footprint and work are derived by hand
+// here (not by running the code) for several mechanisms.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "Spec.h"
+#include "TraceApplier.h"
+#include "heapkit/dmm/DmmHeap.h"
+#include "heapkit/wrapper/ANSIWrapper.h"
+
+namespace heapkit::sim {
+namespace {
+
+std::string specWith(const std::string& allocators, const std::string& extra = "") {
+  return R"({"format": "heapkit-dmm/1", "allocators": [)" + allocators + "]" + extra + "}";
+}
+
+std::string errorOf(const std::string& text) {
+  try {
+    parseSpec(text);
+  } catch (const SpecError& error) {
+    return error.what();
+  }
+  return "(accepted)";
+}
+
+TEST(Spec, EveryBadSpecIsOneErrorNamingTheField) {
+  struct Case {
+    std::string text;
+    std::string error;
+  };
+  const Case cases[] = {
+      {"{", "not valid JSON: line 1, column 2: expected a quoted member name"},
+      {"{\"format\": \"heapkit-dmm/1\",\n \"allocators\": [}", "not valid JSON: line 2, column 17: unexpected character '}'"},
+      {"[]", "spec: expected an object, found an array"},
+      {R"({"allocators": []})", "format: missing"},
+      {R"({"format": "heapkit-dmm/9", "allocators": []})", "format: \"heapkit-dmm/9\" is not a format this heapkit reads"},
+      {R"({"format": "heapkit-dmm/1"})", "allocators: missing"},
+      {R"({"format": "heapkit-dmm/1", "allocators": [], "extra": 1})", "spec.extra: not a field of a DMM spec"},
+      {specWith(R"({"range": [0, null], "mechanism": "lea", "bogus": 1})"),
+       "allocators[0].bogus: not a field of a lea allocator"},
+      {specWith(R"({"range": [0, null], "mechanism": "quantum"})"), "allocators[0].mechanism: \"quantum\" is not one of"},
+      {specWith(R"({"range": [0, 100], "mechanism": "kingsley"}, {"range": [200, null], "mechanism": "lea"})"),
+       "allocators[1].range[0]: leaves a gap after the previous allocator's range, which ends at 100"},
+      {specWith(R"({"range": [0, 100], "mechanism": "kingsley"}, {"range": [50, null], "mechanism": "lea"})"),
+       "allocators[1].range[0]: overlaps the previous allocator's range, which ends at 100"},
+      {specWith(R"({"range": [8, null], "mechanism": "kingsley"})"), "allocators[0].range[0]: the first allocator's range starts at 0"},
+      {specWith(R"({"range": [0, 0], "mechanism": "kingsley"})"), "allocators[0].range[1]: 0 is outside 1.."},
+      {specWith(R"({"range": [0, -5], "mechanism": "kingsley"})"), "allocators[0].range[1]: expected a whole number of bytes"},
+      {specWith(R"({"range": [0, null], "mechanism": "segregated_lists", "header": "size8", "coalesce": "immediate"})"),
+       "allocators[0].coalesce: coalescing needs boundary tags"},
+      {specWith(R"({"range": [0, null], "mechanism": "segregated_lists", "list": {"fit": "bestest"}})"),
+       "allocators[0].list.fit: \"bestest\" is not one of first, next, best, exact, worst"},
+      {specWith(R"({"range": [0, null], "mechanism": "segregated_lists", "list": {"structure": "size_tree", "fit": "next"}})"),
+       "allocators[0].list.fit: next fit has no meaning in a size-ordered tree"},
+      {specWith(R"({"range": [0, null], "mechanism": "segregated_lists", "list": {"order": "size"}})"),
+       "allocators[0].list.order: a size tree is ordered by size"},
+      {specWith(R"({"range": [0, null], "mechanism": "strict_segregated_fit", "split": true})"),
+       "allocators[0].split: strict and exact classes keep every block at its class's length"},
+      {specWith(R"({"range": [0, null], "mechanism": "segregated_lists", "coalesce": "none", "trim": true})"),
+       "allocators[0].trim: a chunk can only be found wholly free when blocks coalesce"},
+      {specWith(R"({"range": [0, null], "mechanism": "segregated_fit"})"), "allocators[0].class_sizes: missing"},
+      {specWith(R"({"range": [0, null], "mechanism": "segregated_fit", "class_sizes": [64, 60]})"),
+       "allocators[0].class_sizes[1]: class sizes must ascend"},
+      {specWith(R"({"range": [0, null], "mechanism": "segregated_lists", "chunk": {"bytes": 5000}})"),
+       "allocators[0].chunk.bytes: a whole number of 4 KiB pages"},
+      {specWith(R"({"range": [0, 4194304], "mechanism": "exact_segregated_fit"})"),
+       "allocators[0].range: exact segregated fit keeps a list per length"},
+      {specWith(R"({"range": [0, null], "mechanism": "simple_segregated_storage", "list": {"fit": "best"}})"),
+       "allocators[0].list: not a field of a simple_segregated_storage allocator"},
+      {specWith(R"({"range": [0, 100], "mechanism": "kingsley"})", R"(, "fallback": 3)"), "fallback: 3 is outside 0..0"},
+      {specWith(R"({"range": [0, null], "mechanism": "kingsley"})", R"(, "fallback": 0)"),
+       "fallback: the last allocator's range has no bound"},
+  };
+  for (const Case& c : cases) {
+    std::string error = errorOf(c.text);
+    EXPECT_NE(error.find(c.error), std::string::npos) << "spec: " << c.text << "\n error: " << error
+                                                      << "\n wanted: " << c.error;
+  }
+}
+
+TEST(Spec, NormalisationGivesOneTextPerDesign) {
+  std::string terse = specWith(R"({"range": [0, null], "mechanism": "segregated_lists"})");
+  std::string explicitDefaults = R"({"format": "heapkit-dmm/1", "name": "same design", "allocators": [
+      {"mechanism": "segregated_lists", "range": [0, null], "classes": 8, "header": "boundary_tags",
+       "list": {"structure": "doubly_linked", "fit": "first", "order": "lifo"}, "split": true,
+       "coalesce": "immediate", "trim": false, "chunk": {"bytes": 65536, "max_bytes": 65536, "growth": 1}}],
+      "fallback": "os"})";
+  ParsedSpec a = parseSpec(terse), b = parseSpec(explicitDefaults);
+  EXPECT_EQ(a.normalized, b.normalized);
+  EXPECT_EQ(b.name, "same design");
+  EXPECT_EQ(parseSpec(a.normalized).normalized, a.normalized) << "the normalised text is itself a valid spec";
+  ParsedSpec other = parseSpec(specWith(R"({"range": [0, null], "mechanism": "segregated_lists", "classes": 9})"));
+  EXPECT_NE(other.normalized, a.normalized);
+}
+
+// ---- hand-computed traces -------------------------------------------------------------------
+
+using Heap = ANSIWrapper<DmmHeap<CountedMemory>>;
+
+TEST(HandComputed, KingsleyFootprintAndWork) {
+  Heap heap(parseSpec(specWith(R"({"range": [0, null], "mechanism": "kingsley"})")).dmm, std::size_t{1} << 30);
+  void* a = heap.malloc(100);
+  void* b = heap.malloc(100);
+  heap.free(a);
+  void* c = heap.malloc(100);
+  EXPECT_EQ(c, a) << "the LIFO list of the 128-byte class hands the freed block back";
+  // One 64 KiB chunk; the arena adds its 16-byte header and rounds to pages: 17 pages.
+  EXPECT_EQ(heap.peakBytesHeld(), 69632u);
+  // Steps, by docs/simulator.md's definition:
+  //  malloc #1: range lookup 1, class lookup 1, empty bin probed 1, chunk from the arena 1 = 4
+  //  malloc #2: range 1, class 1, empty bin 1, bump 1                                       = 4
+  //  free:      owner lookup 1, class lookup 1, push on the list 1                          = 3
+  //  malloc #3: range 1, class 1, pop from the list 1                                        = 3
+  EXPECT_EQ(heap.workCounts().steps, 14u);
+  // A 200000-byte request: class 256 KiB plus the 16-byte size header, plus ChunkHeap's
+  // 16-byte link, in a chunk of its own: 262176 + the arena's 16 = 262192 bytes -> 65 pages.
+  void* big = heap.malloc(200000);
+  EXPECT_EQ(heap.peakBytesHeld(), 69632u + 65 * 4096u);
+  heap.free(big);
+  heap.free(b);
+  heap.free(c);
+}
+
+TEST(HandComputed, RegionFootprint) {
+  Heap heap(parseSpec(specWith(R"({"range": [0, null], "mechanism": "region", "header": "size8",
+                                  "chunk": {"bytes": 8192}})")).dmm, std::size_t{1} << 30);
+  void* objects[3];
+  for (void*& object : objects) object = heap.malloc(100);  // 112-byte blocks in one 8 KiB chunk
+  EXPECT_EQ(heap.peakBytesHeld(), 8192u);
+  // 5000 bytes (a 5008-byte block) still fits the chunk's tail: 8176 usable bytes less the
+  // 40-byte chunk prefix, the 8-byte fence and 3 x 112.
+  void* mid = heap.malloc(5000);
+  EXPECT_EQ(heap.peakBytesHeld(), 8192u);
+  // 9000 bytes (9008) does not, and is over a quarter of a chunk's 8128-byte payload: a
+  // chunk of its own, 9008 + 64 bytes of chunk header, tail and fence = 9072, less the
+  // arena's 16-byte header asked for, plus it again: 9072 bytes -> 3 pages.
+  void* big = heap.malloc(9000);
+  EXPECT_EQ(heap.peakBytesHeld(), 8192u + 12288u);
+  for (void* object : objects) heap.free(object);
+  heap.free(mid);
+  heap.free(big);
+  EXPECT_EQ(heap.bytesHeld(), 20480u) << "a region frees nothing before it is destroyed";
+}
+
+TEST(HandComputed, ExactSegregatedFitNeverReusesAcrossLengths) {
+  Heap heap(parseSpec(specWith(R"({"range": [0, 1024], "mechanism": "exact_segregated_fit", "header": "size8",
+                                  "chunk": {"bytes": 4096}})")).dmm, std::size_t{1} << 30);
+  // A 4096-byte chunk holds blocks from offset 40 to its fence at 40 + 4032: 126 blocks of 32
+  // bytes (24-byte requests) each. 200 of them take two chunks.
+  void* small[200];
+  for (void*& object : small) object = heap.malloc(24);
+  EXPECT_EQ(heap.peakBytesHeld(), 2 * 4096u);
+  for (void* object : small) heap.free(object);
+  // 126 requests of 40 bytes (48-byte blocks) cannot use the freed 32-byte blocks: the second
+  // chunk's tail (4032 - 74 * 32 = 1664 bytes) takes 34, a third chunk 84, a fourth the last 8.
+  void* mid[126];
+  for (void*& object : mid) object = heap.malloc(40);
+  EXPECT_EQ(heap.peakBytesHeld(), 4 * 4096u);
+  for (void* object : mid) heap.free(object);
+}
+
+TEST(HandComputed, CoalescingLetsFreedSpaceOfOneSizeServeAnother) {
+  const char* design = R"({"range": [0, null], "mechanism": "segregated_fit", "class_sizes": [64, 256, 1024],
+                          "header": "boundary_tags", "split": true, "coalesce": "%s",
+                          "chunk": {"bytes": 32768}})";
+  auto footprintOf = [&](const char* coalesce) {
+    char text[512];
+    std::snprintf(text, sizeof text, design, coalesce);
+    Heap heap(parseSpec(specWith(text)).dmm, std::size_t{1} << 30);
+    void* phase[100];
+    for (void*& object : phase) object = heap.malloc(200);  // 100 x 208 = 20800 bytes
+    for (void* object : phase) heap.free(object);
+    for (int i = 0; i < 70; ++i) phase[i] = heap.malloc(400);  // 70 x 416 = 29120 bytes
+    std::size_t peak = heap.peakBytesHeld();
+    for (int i = 0; i < 70; ++i) heap.free(phase[i]);
+    return peak;
+  };
+  // Merged back into the chunk, the first phase's space holds the second phase: one chunk.
+  EXPECT_EQ(footprintOf("immediate"), 32768u);
+  // Merged on demand, before the heap would grow: one chunk too.
+  EXPECT_EQ(footprintOf("deferred"), 32768u);
+  // Unmerged, 208-byte blocks cannot hold 416-byte ones: 29120 more bytes than the 32768 -
+  // 20800 the tail has left need a second chunk.
+  EXPECT_EQ(footprintOf("none"), 2 * 32768u);
+}
+
+TEST(HandComputed, TrimmingReturnsAWhollyFreeChunk) {
+  Heap heap(parseSpec(specWith(R"({"range": [0, null], "mechanism": "segregated_fit", "class_sizes": [64],
+                                  "split": true, "coalesce": "immediate", "trim": true,
+                                  "chunk": {"bytes": 4096}})")).dmm, std::size_t{1} << 30);
+  void* a = heap.malloc(1000);
+  void* b = heap.malloc(1000);
+  EXPECT_EQ(heap.bytesHeld(), 4096u);
+  heap.free(a);
+  heap.free(b);
+  EXPECT_EQ(heap.bytesHeld(), 0u) << "the chunk is wholly free again and goes back";
+  EXPECT_EQ(heap.peakBytesHeld(), 4096u);
+}
+
+}  // namespace
+}  // namespace heapkit::sim
