@@ -380,7 +380,7 @@ def validate(specs: tuple[str, ...]) -> None:
         try:
             spec = heapkit.load_spec(path)
             out.print(escape(f"{path}: valid ({spec.name}, {len(spec.allocators)} allocators, design {spec.key})"),
-                      highlight=False)
+                      highlight=False, soft_wrap=True)
         except heapkit.SpecError as error:
             console.print(Text(str(error), style="red"), highlight=False, soft_wrap=True)
             failed = True

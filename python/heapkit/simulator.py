@@ -125,7 +125,8 @@ def _dmm_map(spec: Spec, allocators: list[dict[str, int]]) -> list[AllocatorUse]
     rows = []
     for i, (described, used) in enumerate(zip(spec.allocators + [None], allocators)):
         if described is None:
-            if used["requests"] == 0 and spec.data["fallback"] != "os":
+            unbounded = spec.allocators[-1]["range"][1] is None
+            if used["requests"] == 0 and (unbounded or spec.data["fallback"] != "os"):
                 continue
             rows.append(AllocatorUse(-1, (0, None), "os (fallback)", "-", "-", "-", used["requests"],
                                      used["requested_bytes"], used["peak_bytes_held"]))

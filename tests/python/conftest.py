@@ -100,6 +100,47 @@ int main(void) {
   return 0;
 }
 """,
+    # A mix of sizes, lifetimes, reallocs and aligned requests, deterministic, printing a
+    # checksum of its data: for the simulator's tests and for running under DMM designs.
+    "churn": r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int main(int argc, char** argv) {
+  int rounds = argc > 1 ? atoi(argv[1]) : 40000;
+  enum { SLOTS = 4096 };
+  static unsigned char* slot[SLOTS];
+  static size_t length[SLOTS];
+  unsigned long long x = 88172645463325252ULL, sum = 0;
+  for (int i = 0; i < rounds; i++) {
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    int s = (int)(x % SLOTS);
+    if (slot[s]) {
+      for (size_t k = 0; k < length[s]; k += 61) sum += slot[s][k];
+      if (x % 5 == 0) {
+        size_t n = 1 + (x >> 20) % 3000;
+        unsigned char* p = realloc(slot[s], n);
+        if (!p) return 3;
+        if (n > length[s]) memset(p + length[s], (int)(i & 255), n - length[s]);
+        slot[s] = p; length[s] = n;
+        continue;
+      }
+      free(slot[s]); slot[s] = NULL;
+      continue;
+    }
+    size_t n = (x >> 12) % 16 == 0 ? 4096 + (x >> 24) % 200000 : 1 + (x >> 24) % ((x >> 40) % 4 == 0 ? 1024 : 96);
+    unsigned char* p;
+    if ((x >> 50) % 64 == 0) { if (posix_memalign((void**)&p, 64, n) != 0) return 4; }
+    else p = malloc(n);
+    if (!p) return 2;
+    memset(p, (int)(i & 255), n);
+    slot[s] = p; length[s] = n;
+  }
+  for (int s = 0; s < SLOTS; s++) free(slot[s]);
+  printf("churn %d %llu\n", rounds, sum);
+  return 0;
+}
+""",
     "mtrace": r"""
 #include <mcheck.h>
 #include <stdlib.h>
