@@ -371,7 +371,8 @@ TEST(ReapHeap, ABigFreedBlockIsSplitForSmallRequests) {
 }
 
 // Freed space of one size serves requests of another: neighbours freed together merge
-// into a block that a bigger request takes, and a merged block is split for smaller ones.
+// into a block that a bigger request takes (ABigFreedBlockIsSplitForSmallRequests: the
+// other way round).
 TEST(ReapHeap, AdjacentFreedObjectsMergeForABiggerRequest) {
   ReapHeap<AuditedTop> reap;
   char* a = static_cast<char*>(reap.malloc(24));
