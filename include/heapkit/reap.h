@@ -4,9 +4,14 @@
  *
  * A reap hands out objects by bumping a pointer through chunks of growing size, like a
  * region, and frees all of them at once (reap_free_all, reap_destroy); unlike a region,
- * any single object can also be freed and its memory is reused. Reaps nest: a child
- * takes its chunks from its parent; freeing all of a parent frees all of its children
- * (they stay usable), and destroying a parent destroys its children.
+ * any single object can also be freed. Freed memory serves later requests of any size,
+ * as in a general-purpose allocator: from the first reap_free on, freed objects go to a
+ * Lea-style heap over the reap's chunks, which merges free neighbours and splits a
+ * bigger free block for a smaller request; objects freed at the end of the chunk being
+ * filled go back to it. Chunks are kept until reap_free_all or reap_destroy. Reaps
+ * nest: a child takes its chunks from the same source as its parent; freeing all of a
+ * parent frees all of its children (they stay usable), and destroying a parent destroys
+ * its children.
  *
  * A reap is not thread-safe; distinct root reaps may be used from distinct threads.
  * Objects are aligned to 16 bytes.
@@ -48,7 +53,7 @@ size_t reap_usable_size(reap_t* reap, void* object);
 
 typedef struct reap_stats {
   size_t bytes_in_use;   /* bytes of this reap's live objects, headers included
-                            (8 bytes each; 16 more in a debug build); not its children's */
+                            (8 bytes each; 32 more in a debug build); not its children's */
   size_t footprint;      /* bytes of chunks the reap holds from its parent or the OS */
   size_t peak_footprint; /* high-water mark of footprint */
 } reap_stats_t;

@@ -3,11 +3,11 @@
 // With HEAPKIT_REAP_CHECKS (on unless NDEBUG), every call checks its reap against a
 // registry of live reaps, and every object carries an owner tag, so frees to the wrong
 // reap and double frees are reported before anything is written. The tag needs room
-// the reap's 8-byte header does not have: a checked build asks the reap for 16 bytes
-// more per object and hands out the object 16 bytes in, the tag in the word before it
-// (the word before that holds the reap's link while the object is free, so a freed
-// object keeps its "freed" tag until it is reused). Release builds hand out the reap's
-// objects as they are. Sizes and bytes_in_use count the prefix as the reap's own.
+// the reap's 8-byte header does not have: a checked build asks the reap for 32 bytes
+// more per object and hands out the object 32 bytes in, the tag in the word before it
+// (the two words at the start hold the reap's list links while the object is free, so a
+// freed object keeps its "freed" tag until its block is reused). Release builds hand out
+// the reap's objects as they are. Sizes and bytes_in_use count the prefix as the reap's own.
 #include "heapkit/reap.h"
 
 #include <cerrno>
@@ -34,7 +34,7 @@ namespace {
 
 using heapkit::Reap;
 
-constexpr std::size_t kPrefixBytes = HEAPKIT_REAP_CHECKS ? 16 : 0;
+constexpr std::size_t kPrefixBytes = HEAPKIT_REAP_CHECKS ? 32 : 0;
 // The pointer the caller sees, from the reap's object, and back.
 void* userOf(void* object) { return object != nullptr ? static_cast<char*>(object) + kPrefixBytes : nullptr; }
 void* objectOf(void* user) { return static_cast<char*>(user) - kPrefixBytes; }

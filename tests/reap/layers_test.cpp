@@ -3,13 +3,13 @@
 // behaviour, over AuditedTop so that every test also checks the teardown.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "heapkit/special/ObstackHeap.h"
 #include "heapkit/special/ReapHeap.h"
-#include "heapkit/special/SegregatedFreeLists.h"
 #include "heapkit/special/XallocHeap.h"
 #include "heapkit/special/ZoneHeap.h"
 #include "support/AuditedTop.h"
@@ -76,6 +76,24 @@ TEST(ReapHeapModelCheck, SurvivesFreeAllBetweenRuns) {
     checker.run(standardDistributions()[2], options);
     heap.clear();
     EXPECT_EQ(heap.footprint(), 0u);
+    EXPECT_EQ(heap.bytesInUse(), 0u);
+  }
+}
+
+// Phases of one size each, every object freed at the end of its phase, on one reap: the
+// blocks a phase leaves must serve the next phase's sizes intact (merged, then split).
+TEST(ReapHeapModelCheck, FreedBlocksServeTheNextPhasesSizes) {
+  ReapHeap<AuditedTop> heap;
+  std::uint64_t seed = 7;
+  for (std::size_t size : {24, 48, 100, 200, 400, 96, 40, 3000, 8}) {
+    SizeDistribution around{"around " + std::to_string(size),
+                            [size](std::mt19937_64& rng) { return size - size / 4 + rng() % (size / 2 + 1); }};
+    SCOPED_TRACE(around.name);
+    ModelChecker<ReapHeap<AuditedTop>> checker(heap, ++seed);
+    ModelCheckOptions options;
+    options.operations = 6000;
+    checker.run(around, options);
+    if (HasFatalFailure()) return;
     EXPECT_EQ(heap.bytesInUse(), 0u);
   }
 }
@@ -226,53 +244,6 @@ TEST(ObstackHeap, ImpossibleSizesFailWithoutChangingTheObject) {
   EXPECT_EQ(std::memcmp(ob.base(), "abc", 3), 0);
 }
 
-// ---------------------------------------------------------------- SegregatedFreeLists
-
-// Blocks go in by their size rounded down to a class, requests search from their size
-// rounded up: so every block a request can find is big enough, and a block is missed
-// only when it shares a class with a request bigger than it.
-TEST(SegregatedFreeLists, ClassesRoundDownForBlocksAndUpForRequests) {
-  using Lists = SegregatedFreeLists;
-  std::vector<std::size_t> lowerBound(Lists::kClasses + 1, SIZE_MAX);
-  std::size_t previous = 0;
-  for (std::size_t bytes = 16; bytes < Lists::kMaxBlockBytes; bytes += 16) {
-    std::size_t sizeClass = Lists::classRoundingDown(bytes);
-    ASSERT_LT(sizeClass, Lists::kClasses);
-    ASSERT_GE(sizeClass, previous) << "classes grow with the size";
-    ASSERT_LE(sizeClass, previous + 1) << "no class is skipped";
-    previous = sizeClass;
-    if (lowerBound[sizeClass] == SIZE_MAX) lowerBound[sizeClass] = bytes;
-  }
-  EXPECT_EQ(previous, Lists::kClasses - 1);
-  for (std::size_t bytes = 16; bytes < Lists::kMaxBlockBytes; bytes += 16) {
-    std::size_t sizeClass = Lists::classRoundingUp(bytes);
-    if (sizeClass >= Lists::kClasses) {
-      ASSERT_GT(bytes, lowerBound[Lists::kClasses - 1]) << bytes;
-      continue;
-    }
-    ASSERT_GE(lowerBound[sizeClass], bytes) << "every block of the class fits " << bytes;
-    if (sizeClass > 0) {
-      ASSERT_LT(lowerBound[sizeClass - 1], bytes) << "the first class that fits " << bytes;
-    }
-  }
-}
-
-TEST(SegregatedFreeLists, TakesTheSmallestClassThatFitsLastInFirstOut) {
-  SegregatedFreeLists lists;
-  alignas(16) static char blocks[4][4096];
-  EXPECT_EQ(lists.take(16), nullptr);
-  lists.put(blocks[0], 1024);
-  lists.put(blocks[1], 48);
-  lists.put(blocks[2], 48);
-  lists.put(blocks[3], 1100);
-  EXPECT_EQ(lists.take(48), blocks[2]);
-  EXPECT_EQ(lists.take(32), blocks[1]) << "the 48-byte class is the smallest non-empty one";
-  EXPECT_EQ(lists.take(1040), nullptr) << "1100 shares a class with 1040 (1024-1279): not searched";
-  EXPECT_EQ(lists.take(1024), blocks[3]) << "any block of the class fits 1024: the last one put";
-  EXPECT_EQ(lists.take(16), blocks[0]);
-  EXPECT_EQ(lists.take(16), nullptr);
-}
-
 // ---------------------------------------------------------------- ReapHeap
 
 TEST(ReapHeap, RegionModeBumpsWithAnEightByteHeaderPerObject) {
@@ -300,6 +271,29 @@ TEST(ReapHeap, RegionModeBumpsWithAnEightByteHeaderPerObject) {
   EXPECT_EQ(reap.bytesInUse(), 32u + 32 + 16 + 16);
   EXPECT_EQ(reap.malloc(40), c);
   EXPECT_EQ(reap.bytesInUse(), 32u + 32 + 48 + 16 + 16);
+}
+
+// A 16-byte block (a request of up to 8 bytes, bumped) cannot hold a free block's links:
+// freed between objects in use it stays a hole, but it merges with a free neighbour.
+TEST(ReapHeap, SixteenByteBlocksMergeWithFreeNeighboursOrStayHoles) {
+  ReapHeap<AuditedTop> reap;
+  char* a = static_cast<char*>(reap.malloc(8));
+  char* b = static_cast<char*>(reap.malloc(8));
+  char* c = static_cast<char*>(reap.malloc(8));
+  char* d = static_cast<char*>(reap.malloc(8));
+  char* e = static_cast<char*>(reap.malloc(200));
+  char* guard = static_cast<char*>(reap.malloc(8));
+  ASSERT_EQ(c, b + 16);
+  ASSERT_EQ(e, a + 64);
+  reap.free(b);  // a hole: a and c are in use
+  EXPECT_EQ(reap.bytesInUse(), 16u * 4 + 208);
+  reap.free(e);
+  reap.free(d);  // merges with e
+  char* merged = static_cast<char*>(reap.malloc(216));
+  EXPECT_EQ(merged, d) << "d and e (16 + 208 bytes) merged";
+  EXPECT_EQ(reap.bytesInUse(), 16u * 3 + 224);
+  std::memset(merged, 1, 216);
+  EXPECT_NE(guard, nullptr);
 }
 
 TEST(ReapHeap, BytesInUseIsTheLiveObjectsWithTheirHeaders) {
@@ -331,7 +325,7 @@ TEST(ReapHeap, BytesInUseIsTheLiveObjectsWithTheirHeaders) {
   EXPECT_EQ(reap.bytesInUse(), 0u);
 }
 
-TEST(ReapHeap, FreeListsAreSetUpOnlyByTheFirstFree) {
+TEST(ReapHeap, TheLeaHeapIsSetUpOnlyByTheFirstFree) {
   ReapHeap<AuditedTop> reap;
   void* a = reap.malloc(100);
   std::size_t footprint = reap.footprint();
@@ -342,7 +336,7 @@ TEST(ReapHeap, FreeListsAreSetUpOnlyByTheFirstFree) {
   EXPECT_TRUE(reap.inHeapMode());
   EXPECT_EQ(reap.malloc(100), a);
   reap.clear();
-  EXPECT_FALSE(reap.inHeapMode()) << "the free lists went with the chunks";
+  EXPECT_FALSE(reap.inHeapMode()) << "the Lea heap went with the chunks";
 }
 
 TEST(ReapHeap, FreedObjectsAreReusedBeforeBumpingResumes) {
@@ -374,6 +368,58 @@ TEST(ReapHeap, ABigFreedBlockIsSplitForSmallRequests) {
   EXPECT_EQ(next, big + 320) << "the rest of the block serves the next request";
   char* tiny = static_cast<char*>(reap.malloc(8));
   EXPECT_EQ(tiny, next + 320) << "and the rest of that the one after";
+}
+
+// Freed space of one size serves requests of another: neighbours freed together merge
+// into a block that a bigger request takes (ABigFreedBlockIsSplitForSmallRequests: the
+// other way round).
+TEST(ReapHeap, AdjacentFreedObjectsMergeForABiggerRequest) {
+  ReapHeap<AuditedTop> reap;
+  char* a = static_cast<char*>(reap.malloc(24));
+  char* b = static_cast<char*>(reap.malloc(24));
+  char* c = static_cast<char*>(reap.malloc(24));
+  char* guard = static_cast<char*>(reap.malloc(24));
+  ASSERT_EQ(c, a + 64);
+  reap.free(b);
+  reap.free(a);
+  reap.free(c);
+  char* merged = static_cast<char*>(reap.malloc(80));
+  EXPECT_EQ(merged, a) << "a, b and c (32 bytes each) merged into one 96-byte block";
+  EXPECT_GE(reap.getSize(merged), 80u);
+  EXPECT_NE(guard, nullptr);
+}
+
+// The reaps paper's footprint claim, as the program tests it: phases of one
+// size, each freed whole before the next. A reap that reuses freed space only for the
+// same size holds the sum of the phases; one that merges and splits holds about the
+// largest phase, as a general-purpose allocator does.
+TEST(ReapHeap, FreedSpaceOfOneSizeServesRequestsOfAnother) {
+  ReapHeap<AuditedTop> reap;
+  std::size_t largestPhase = 0;
+  for (std::size_t size : {24, 48, 100, 200, 400, 96, 40}) {
+    std::vector<void*> objects;
+    for (int i = 0; i < 10000; ++i) {
+      objects.push_back(reap.malloc(size));
+      ASSERT_NE(objects.back(), nullptr);
+      std::memset(objects.back(), 1, size);
+    }
+    largestPhase = std::max(largestPhase, reap.bytesInUse());
+    for (void* object : objects) reap.free(object);
+    EXPECT_EQ(reap.bytesInUse(), 0u);
+  }
+  // 1.3: chunks come in steps of up to 1 MiB (the largest phase holds 4 MB).
+  EXPECT_LT(reap.peakFootprint(), largestPhase * 13 / 10) << "largest phase " << largestPhase;
+}
+
+TEST(ReapHeap, ObjectsFreedAtTheBumpPointerGoBackToTheRegion) {
+  ReapHeap<AuditedTop> reap;
+  reap.free(reap.malloc(100));  // heap mode: its Lea heap is carved out after the object
+  char* x = static_cast<char*>(reap.malloc(200));
+  char* y = static_cast<char*>(reap.malloc(300));
+  reap.free(y);
+  reap.free(x);
+  EXPECT_EQ(reap.bytesInUse(), 0u);
+  EXPECT_EQ(reap.malloc(1000), x) << "x and y went back to the unbumped space, which bumping resumes from";
 }
 
 TEST(ReapHeap, LargeObjectsGoBackToTheParentWhenFreed) {

@@ -66,15 +66,19 @@ template <class Parent>
 using Bin = AdaptHeap<DLList, Parent>;
 }  // namespace lea
 
+// Lea's approximate best fit over the bins, with splitting and coalescing, over any layer
+// of blocks with boundary tags: CoalesceableHeap's regions here, a reap's chunks in
+// special/ReapHeap.h.
+template <SizedHeap BoundaryTagHeap>
+using LeaCoalescingHeap = CoalesceHeap<SegHeap<lea::kNumBins, lea::sizeToClass, lea::classToMaxSize, lea::Bin, BoundaryTagHeap>>;
+
 // Everything but the mmap path: usable on its own over a StaticHeap or SbrkHeap.
 template <Heap Top = MmapHeap>
 class LeaCoreHeap
     : public QuickListHeap<lea::kQuickMaxBytes,
-                           CoalesceHeap<SegHeap<lea::kNumBins, lea::sizeToClass, lea::classToMaxSize, lea::Bin,
-                                                CoalesceableHeap<lea::kRegionBytes, ThresholdHeap<lea::kTrimThreshold, Top>>>>> {
+                           LeaCoalescingHeap<CoalesceableHeap<lea::kRegionBytes, ThresholdHeap<lea::kTrimThreshold, Top>>>> {
   using Base = QuickListHeap<lea::kQuickMaxBytes,
-                             CoalesceHeap<SegHeap<lea::kNumBins, lea::sizeToClass, lea::classToMaxSize, lea::Bin,
-                                                  CoalesceableHeap<lea::kRegionBytes, ThresholdHeap<lea::kTrimThreshold, Top>>>>>;
+                             LeaCoalescingHeap<CoalesceableHeap<lea::kRegionBytes, ThresholdHeap<lea::kTrimThreshold, Top>>>>;
 
  public:
   using Base::Base;

@@ -1,33 +1,40 @@
 // ReapHeap: a reap (Berger, Zorn and McKinley, "Reconsidering Custom Memory Allocation",
-// OOPSLA 2002): region speed, yet any object can be freed.
+// OOPSLA 2002): region speed while objects are not freed, and the footprint of a
+// general-purpose allocator when they are.
 //
 //  - Region mode: objects are bumped out of a ZoneHeap (chunks of 8 KiB, 16 KiB, ...,
 //    exactly the region's growth) with an 8-byte header each, so that an object's size
 //    is known if it is freed. Nothing else happens per object: the bump is ZoneHeap's,
 //    inlined, plus one compare (large object or heap mode?) and the header store; no
 //    counter (bytesInUse derives from ZoneHeap's count of bumped bytes).
-//  - The first free switches to heap mode: the reap carves its free lists out of its
-//    own chunk (a reap that never frees never pays for them) and freed objects go there,
-//    segregated by size (16-byte classes below 512 bytes, then four per power of two).
-//    A request takes a block from the smallest non-empty class that fits, splitting one
-//    much larger than asked; when none fits, bumping resumes.
+//  - The first free switches to heap mode, as in the paper: freed objects go to a Lea
+//    heap over the reap's own chunks (LeaCoalescingHeap<ReapBoundaryTags>: approximate
+//    best fit over 105 bins, splitting and coalescing), carved out of the reap's chunk (a
+//    reap that never frees never pays for it). Freed neighbours merge, a bigger block is
+//    split for a smaller request, and objects freed next to the bump pointer go back to
+//    the unbumped space; a request no free block fits is bumped. Lea's quick lists are
+//    left out: they defer coalescing to speed up frees and reuse of one size, and on the
+//    server workload of bench/reap they cost more than they save.
 //  - Objects over 128 KiB (Lea's mmap threshold) get a chunk of their own that goes
 //    back to the parent when the object is freed.
-//  - clear() frees every object at once (the free lists go with the chunks); so does
+//  - clear() frees every object at once (the Lea heap goes with the chunks); so does
 //    the destructor.
 //
 //   ReapHeap<Parent> = ZoneHeap<Parent, 8 KiB> + 8-byte headers
-//                      + SegregatedFreeLists (from the first free on)
+//                      + LeaCoalescingHeap<ReapBoundaryTags> (from the first free on)
 //
 // Object layout: [header 8][object, 16-byte aligned ...]. The header holds the block's
 // bytes (header included, a multiple of 16) and flags in the low four bits. Blocks are
 // laid end to end, so an object's header is the last word of the block before it (the
 // first object's is the chunk header's spare word): 8 bytes per object, as in Lea's
-// allocator, instead of the 16 a size header costs when it keeps the object aligned.
+// allocator, and the same boundary tags (objectrep/BoundaryTags.h), which is what lets
+// the Lea heap merge and split the reap's blocks. The Lea heap's blocks are at least 32
+// bytes (a free block holds two list links and its length); the region's bump keeps
+// 16-byte blocks for requests of up to 8 bytes, and such a block, freed between objects
+// in use, stays a hole until clear().
 //
-// Freed blocks are not coalesced: a reap's frees are few compared with its allocations,
-// and its memory comes back wholesale with clear(). (Lea's quick lists are left out for
-// the same reason: they exist to defer coalescing.)
+// A chunk stays with the reap until clear(), even when all its objects are freed: its
+// free space serves later requests of any size, as a general-purpose heap keeps its own.
 #pragma once
 
 #include <cstddef>
@@ -35,7 +42,8 @@
 #include <new>
 
 #include "heapkit/core/HeapContract.h"
-#include "heapkit/special/SegregatedFreeLists.h"
+#include "heapkit/general/LeaHeap.h"
+#include "heapkit/special/ReapBoundaryTags.h"
 #include "heapkit/special/ZoneHeap.h"
 
 namespace heapkit {
@@ -45,9 +53,8 @@ inline constexpr std::size_t kFirstChunkBytes = 8192;
 // Lea's mmap threshold.
 inline constexpr std::size_t kLargeObjectBytes = 128 * 1024;
 inline constexpr std::size_t kHeaderBytes = 8;
-// Split a reused block when at least this much (header included) would be left over.
-inline constexpr std::size_t kMinSplitBytes = 64;
-// Header flag of objects that own their chunk.
+// Header flag of objects that own their chunk (the flag BoundaryTags leaves to the layer
+// that lays the blocks out).
 inline constexpr std::size_t kOwnChunk = 2;
 inline constexpr std::size_t kFlagMask = 15;
 }  // namespace reap
@@ -55,9 +62,11 @@ inline constexpr std::size_t kFlagMask = 15;
 template <Heap Super>
 class ReapHeap : public ZoneHeap<Super, reap::kFirstChunkBytes> {
   using Zone = ZoneHeap<Super, reap::kFirstChunkBytes>;
-  using FreeBlocks = SegregatedFreeLists;
+  using Blocks = ReapBoundaryTags<ReapHeap>;
+  using FreeBlocks = LeaCoalescingHeap<Blocks>;
+  friend Blocks;
   static_assert(Zone::kChunkHeaderBytes % kMinAlignment == 0, "the chunk header's last word holds the first header");
-  static_assert(reap::kLargeObjectBytes + 16 < FreeBlocks::kMaxBlockBytes, "every block that can be freed has a class");
+  static_assert((reap::kOwnChunk & (BoundaryTags::kFree | BoundaryTags::kPreviousFree)) == 0);
 
  public:
   static constexpr std::size_t Alignment = kMinAlignment;
@@ -73,7 +82,7 @@ class ReapHeap : public ZoneHeap<Super, reap::kFirstChunkBytes> {
   void* malloc(std::size_t size) {
     if (size >= offBumpPathFrom_) [[unlikely]] {
       if (size >= kLargeFrom) return mallocLarge(size);
-      return mallocInHeapMode(blockBytesFor(size));
+      return mallocInHeapMode(size);
     }
     return bumpObject(blockBytesFor(size));
   }
@@ -89,7 +98,10 @@ class ReapHeap : public ZoneHeap<Super, reap::kFirstChunkBytes> {
     }
     idleBytes_ += bytes;
     if (freeBlocks_ == nullptr && !enterHeapMode()) return;
-    freeBlocks_->put(object, bytes);
+    // A 16-byte block has no room for the links of a free block: unless it merges with a
+    // neighbour, it stays a hole until clear().
+    if (bytes < Blocks::kMinBlockBytes && !freeBlocks_->mergesWhenFreed(object)) return;
+    freeBlocks_->free(object);
   }
 
   std::size_t getSize(void* object) const { return blockBytesOf(object) - kHeaderBytes; }
@@ -108,7 +120,7 @@ class ReapHeap : public ZoneHeap<Super, reap::kFirstChunkBytes> {
       std::size_t bytes = usable + kHeaderBytes;
       std::size_t wanted = blockBytesFor(size);
       if (Zone::tryExtend(static_cast<char*>(object) + bytes, wanted - bytes)) {
-        headerOf(object) = wanted;
+        headerOf(object) = wanted | (headerOf(object) & reap::kFlagMask);
         return object;
       }
     }
@@ -119,8 +131,8 @@ class ReapHeap : public ZoneHeap<Super, reap::kFirstChunkBytes> {
     return moved;
   }
 
-  // Free every object at once: every chunk goes back to the parent, the free lists
-  // (which live in a chunk) with them.
+  // Free every object at once: every chunk goes back to the parent, the Lea heap (which
+  // lives in a chunk) with them.
   void clear() {
     freeBlocks_ = nullptr;
     offBumpPathFrom_ = kLargeFrom;
@@ -128,8 +140,8 @@ class ReapHeap : public ZoneHeap<Super, reap::kFirstChunkBytes> {
     largeBytes_ = idleBytes_ = 0;
   }
 
-  // Bytes of live objects, headers included (every bumped byte, less what sits in the
-  // free lists, plus the large objects: no counting on the bump path); chunk bytes
+  // Bytes of live objects, headers included (every bumped byte, less the free blocks,
+  // plus the large objects: no counting on the bump path); chunk bytes
   // held from the parent (the reap's footprint) and their high-water mark.
   std::size_t bytesInUse() const { return Zone::bumpedBytes() - idleBytes_ + largeBytes_; }
   std::size_t footprint() const { return Zone::chunkBytes(); }
@@ -141,7 +153,8 @@ class ReapHeap : public ZoneHeap<Super, reap::kFirstChunkBytes> {
  private:
   static std::size_t& headerOf(void* object) { return static_cast<std::size_t*>(object)[-1]; }
   static std::size_t blockBytesOf(void* object) { return headerOf(object) & ~reap::kFlagMask; }
-  // Header included, a multiple of 16; at least 16, so a free block holds its link.
+  // Header included, a multiple of 16, at least 16 (the Lea heap rounds its requests to
+  // at least 32 itself).
   static constexpr std::size_t blockBytesFor(std::size_t size) { return alignUp(size + kHeaderBytes, kMinAlignment); }
 
   // The region's bump, plus the header (which lands in the block before: see the top).
@@ -152,37 +165,47 @@ class ReapHeap : public ZoneHeap<Super, reap::kFirstChunkBytes> {
     return object;
   }
 
+  // Where the blocks of a chunk stop short of its bump pointer, a fence (a size word of
+  // 0, a block never free) ends them, so that a block freed there never merges with what
+  // follows: in the chunk being left, and after an object that got a chunk of its own.
   [[gnu::noinline]] void* bumpObjectInNewChunk(std::size_t bytes) {
-    void* object = Zone::bump(bytes);
-    if (object != nullptr) headerOf(object) = bytes;
+    if (char* end = Zone::bumpPointer()) headerOf(end) = 0;
+    char* object = static_cast<char*>(Zone::bump(bytes));
+    if (object == nullptr) return nullptr;
+    headerOf(object) = bytes;
+    if (object + bytes != Zone::bumpPointer()) headerOf(object + bytes) = 0;
     return object;
   }
 
-  void* mallocInHeapMode(std::size_t bytes) {
-    void* object = freeBlocks_->take(bytes);
-    if (object == nullptr) return bumpObject(bytes);
-    std::size_t have = blockBytesOf(object);
-    // Keep what was asked and free the rest as a block of its own.
-    if (have - bytes >= reap::kMinSplitBytes) {
-      headerOf(object) = bytes;
-      void* rest = static_cast<char*>(object) + bytes;
-      headerOf(rest) = have - bytes;
-      freeBlocks_->put(rest, have - bytes);
-      have = bytes;
-    }
-    idleBytes_ -= have;
+  void* mallocInHeapMode(std::size_t size) {
+    void* object = freeBlocks_->malloc(size);
+    if (object != nullptr) idleBytes_ -= blockBytesOf(object);
     return object;
   }
 
-  // The free lists, carved out of the current chunk as an object that is never freed.
-  // If the parent has no memory for them the object is not reused (it is still freed
-  // by clear()), as in a region.
+  // For the Lea heap (ReapBoundaryTags): a fresh block, counted as idle until
+  // mallocInHeapMode hands it out like a reused one.
+  void* bumpBlock(std::size_t bytes) {
+    void* block = bumpObject(bytes);
+    if (block != nullptr) idleBytes_ += bytes;
+    return block;
+  }
+  // Free blocks from `block` to the bump pointer go back to the unbumped space.
+  void unbump(void* block) {
+    idleBytes_ -= static_cast<std::size_t>(Zone::bumpPointer() - static_cast<char*>(block));
+    Zone::retreatTo(block);
+  }
+
+  // The Lea heap, carved out of the current chunk as an object that is never freed. If
+  // the parent has no memory for it the object is not reused (it is still freed by
+  // clear()), as in a region.
   bool enterHeapMode() {
+    static_assert(alignof(FreeBlocks) <= kMinAlignment);
     std::size_t bytes = blockBytesFor(sizeof(FreeBlocks));
-    void* lists = Zone::bump(bytes);
-    if (lists == nullptr) return false;
+    void* place = bumpObject(bytes);
+    if (place == nullptr) return false;
     idleBytes_ += bytes;  // not an object
-    freeBlocks_ = ::new (lists) FreeBlocks();
+    freeBlocks_ = ::new (place) FreeBlocks(this);
     offBumpPathFrom_ = 0;
     return true;
   }
@@ -203,7 +226,7 @@ class ReapHeap : public ZoneHeap<Super, reap::kFirstChunkBytes> {
   // size in heap mode. One compare on the bump path tests both.
   std::size_t offBumpPathFrom_ = kLargeFrom;
   FreeBlocks* freeBlocks_ = nullptr;
-  std::size_t idleBytes_ = 0;   // bumped, but free (or the free lists themselves)
+  std::size_t idleBytes_ = 0;   // bumped, but free (or the Lea heap itself)
   std::size_t largeBytes_ = 0;  // of live large objects
 };
 

@@ -85,6 +85,13 @@ class ZoneHeap : public Super {
     return true;
   }
 
+  // Where the next object would be bumped: the end of the bumped part of the current
+  // chunk (nullptr before the first chunk).
+  char* bumpPointer() const { return cursor_; }
+  // Take back the bytes from `start` to the bump pointer, to be bumped again: `start` lies
+  // in the current chunk, at or before the bump pointer (a reap's objects freed there).
+  void retreatTo(void* start) { cursor_ = static_cast<char*>(start); }
+
   // A chunk holding one object of `size` bytes, given back by freeOwnChunk or clear().
   void* mallocOwnChunk(std::size_t size) {
     if (size > kMaxRequest) return nullptr;

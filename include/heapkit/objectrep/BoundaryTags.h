@@ -1,0 +1,78 @@
+// BoundaryTags: the block operations of dlmalloc's overlapped boundary tags, for the
+// layers whose blocks carry them (CoalesceableHeap's regions, a reap's chunks) and for
+// CoalesceHeap, which splits and merges blocks through them.
+//
+// A block is its object, preceded by one size word: the block's length (from its object
+// to the next block's object, a multiple of 16) and flags. Its usable bytes stop at the
+// next block's size word, so usable sizes are 24, 40, 56, ... (16k + 8) and each object
+// costs 8 bytes, as a dlmalloc chunk does. The previous block's length, needed to merge
+// backwards, is written only when that block is free, into its last word (the one just
+// before our size word), and our kPreviousFree flag says it is there: while the previous
+// block is in use, that word is its data. Flag 2 is left to the layer that lays the
+// blocks out; flag 8 is the routing layer's (core/SizeWord.h).
+//
+// Where a run of blocks ends, the layer that lays them out must make sure the word after
+// the last block is not taken for a free block (a fence: a size word of 0).
+#pragma once
+
+#include <cstddef>
+
+#include "heapkit/core/HeapContract.h"
+#include "heapkit/core/SizeWord.h"
+
+namespace heapkit {
+
+struct BoundaryTags {
+  static constexpr std::size_t kFree = 1;
+  static constexpr std::size_t kPreviousFree = 4;
+  static constexpr std::size_t kSizeWordBytes = sizeof(std::size_t);
+  // The smallest block worth splitting off: its size word plus room for a free-list node
+  // and the length word a free block keeps at its end.
+  static constexpr std::size_t kMinBlockBytes = 32;
+
+  // The usable bytes a block gets for a request: the next 16k + 8, at least 24.
+  static constexpr std::size_t usableSizeFor(std::size_t size) {
+    std::size_t usable = alignUp(size + kSizeWordBytes, kMinAlignment) - kSizeWordBytes;
+    return usable < kMinBlockBytes - kSizeWordBytes ? kMinBlockBytes - kSizeWordBytes : usable;
+  }
+
+  static std::size_t usable(void* block) { return blockBytes(block) - kSizeWordBytes; }
+  static bool isFree(void* block) { return (sizeWord(block) & kFree) != 0; }
+  // A free block tells the next block its length, in its own last word.
+  static void setFree(void* block) {
+    sizeWord(block) |= kFree;
+    void* following = next(block);
+    previousBytes(following) = blockBytes(block);
+    sizeWord(following) |= kPreviousFree;
+  }
+  static void setInUse(void* block) {
+    sizeWord(block) &= ~kFree;
+    sizeWord(next(block)) &= ~kPreviousFree;
+  }
+  static void* next(void* block) { return static_cast<char*>(block) + blockBytes(block); }
+  static bool previousIsFree(void* block) { return (sizeWord(block) & kPreviousFree) != 0; }
+  // Only when previousIsFree(block): otherwise the length word is the previous block's data.
+  static void* previous(void* block) { return static_cast<char*>(block) - previousBytes(block); }
+
+  // Cut `block` (in use) to `keep` usable bytes, a value of usableSizeFor; returns the
+  // remainder, a block of its own, in use. Requires usable(block) >= keep + kMinBlockBytes.
+  static void* split(void* block, std::size_t keep) {
+    std::size_t total = blockBytes(block), keepBytes = keep + kSizeWordBytes;
+    char* rest = static_cast<char*>(block) + keepBytes;
+    sizeWord(block) = keepBytes | (sizeWord(block) & sizeword::kFlagMask);
+    sizeWord(rest) = total - keepBytes;
+    return rest;
+  }
+
+  // Absorb `following`, which must be next(block); setFree writes the merged length.
+  static void merge(void* block, void* following) {
+    sizeWord(block) = (blockBytes(block) + blockBytes(following)) | (sizeWord(block) & sizeword::kFlagMask);
+  }
+
+ protected:
+  static std::size_t& sizeWord(void* block) { return *sizeword::wordOf(block); }
+  static std::size_t blockBytes(void* block) { return sizeWord(block) & ~sizeword::kFlagMask; }
+  static std::size_t& previousBytes(void* block) { return *(sizeword::wordOf(block) - 1); }
+};
+
+}  // namespace heapkit
