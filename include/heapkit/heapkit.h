@@ -5,11 +5,13 @@
 #pragma once
 
 #include "heapkit/core/ContiguousArena.h"
+#include "heapkit/core/Counting.h"
 #include "heapkit/core/Footprint.h"
 #include "heapkit/core/HeapContract.h"
 #include "heapkit/core/OsBlockList.h"
 #include "heapkit/core/SizeWord.h"
 #include "heapkit/core/TrackedOsHeap.h"
+#include "heapkit/top/ArenaHeap.h"
 #include "heapkit/top/MallocHeap.h"
 #include "heapkit/top/MmapHeap.h"
 #include "heapkit/top/SbrkHeap.h"
@@ -43,6 +45,9 @@
 #include "heapkit/general/CoalescingKingsleyHeap.h"
 #include "heapkit/general/KingsleyHeap.h"
 #include "heapkit/general/LeaHeap.h"
+#include "heapkit/general/SegregatedFitHeap.h"
+#include "heapkit/dmm/DmmHeap.h"
+#include "heapkit/dmm/DmmSpec.h"
 #include "heapkit/special/ObstackHeap.h"
 #include "heapkit/special/Reap.h"
 #include "heapkit/special/ReapHeap.h"
