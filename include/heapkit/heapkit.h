@@ -42,6 +42,7 @@
 #include "heapkit/utility/ThrowExceptionHeap.h"
 #include "heapkit/utility/TraceHeap.h"
 #include "heapkit/utility/UniqueHeap.h"
+#include "heapkit/general/BuddyHeap.h"
 #include "heapkit/general/CoalescingKingsleyHeap.h"
 #include "heapkit/general/KingsleyHeap.h"
 #include "heapkit/general/LeaHeap.h"
