@@ -215,18 +215,23 @@ struct AllocatorReader {
       case Mechanism::WeightedBuddy:
       case Mechanism::DoubleBuddy: {
         allowOnly(object, path, {"range", "mechanism", "min_block_bytes", "area_bytes", "coalesce", "trim"}, owner);
-        BuddySpec& b = spec.buddy;
+        BuddyConfig& b = spec.buddy;
+        b.kind = spec.mechanism == Mechanism::BinaryBuddy      ? BuddyKind::Binary
+                 : spec.mechanism == Mechanism::FibonacciBuddy ? BuddyKind::Fibonacci
+                 : spec.mechanism == Mechanism::WeightedBuddy  ? BuddyKind::Weighted
+                                                               : BuddyKind::Double;
+        b.trim = false;
         if (const JsonValue* v = field("min_block_bytes")) b.minBlockBytes = readSize(*v, at("min_block_bytes"), 32, 1 << 20);
         if (b.minBlockBytes % 16 != 0) fail(at("min_block_bytes"), "a multiple of 16");
         if (const JsonValue* v = field("area_bytes")) b.areaBytes = readSize(*v, at("area_bytes"), 4096, std::size_t{1} << 32);
+        if (b.areaBytes < 4 * b.minBlockBytes) fail(at("area_bytes"), "at least four of the smallest blocks");
         if (const JsonValue* v = field("coalesce")) {
           std::size_t mode = readChoice(*v, at("coalesce"), kCoalescing);
           if (mode == std::size_t(Coalescing::Deferred)) fail(at("coalesce"), "buddy systems merge immediately or not at all");
           b.coalesce = mode == std::size_t(Coalescing::Immediate);
         }
         if (const JsonValue* v = field("trim")) b.trim = readBool(*v, at("trim"));
-        if (b.trim && !b.coalesce) fail(at("trim"), "an area can only be found wholly free when buddies merge");
-        fail(at("mechanism"), "buddy systems are not available in this build");
+        break;
       }
       default: {
         bool lists = spec.mechanism != Mechanism::SimpleSegregatedStorage;
@@ -382,7 +387,7 @@ ParsedSpec parseSpec(const std::string& jsonText) {
     } else {
       std::size_t index = readSize(*fallback, "fallback", 0, dmm.count - 1);
       Mechanism m = dmm.allocators[index].mechanism;
-      if (m == Mechanism::ExactSegregatedFit || isBuddy(m))
+      if (m == Mechanism::ExactSegregatedFit)
         fail("fallback", std::string("a ") + kMechanismNames[std::size_t(m)] + " allocator cannot take requests of any size");
       dmm.fallback = static_cast<int>(index);
       fallbackText = std::to_string(index);

@@ -50,9 +50,14 @@ def test_presets_are_valid_and_match_the_published_schema():
 
 def _random_allocator(rng: random.Random, low: int, high) -> dict:
     mechanism = rng.choice(["segregated_lists", "segregated_fit", "simple_segregated_storage", "exact_segregated_fit",
-                            "strict_segregated_fit", "kingsley", "lea", "region"])
+                            "strict_segregated_fit", "kingsley", "lea", "region", "binary_buddy", "fibonacci_buddy",
+                            "weighted_buddy", "double_buddy"])
     a = {"range": [low, high], "mechanism": mechanism}
     if mechanism in ("kingsley", "lea"):
+        return a
+    if mechanism.endswith("_buddy"):
+        a.update(min_block_bytes=rng.choice([32, 48, 40]), area_bytes=rng.choice([4096, 65536, 100]),
+                 coalesce=rng.choice(["none", "immediate", "deferred"]), trim=rng.random() < 0.5)
         return a
     a["header"] = rng.choice(["size8", "size16", "boundary_tags"])
     if mechanism == "region":
@@ -151,9 +156,9 @@ def test_cli_simulate_prints_the_comparison_and_writes_json(churn_trace, tmp_pat
     assert "normalised to KNG" in done.stdout and "KNG added as the baseline" in done.stdout
     assert "DMM map: BOX" in done.stdout
     data = json.loads(out.read_text())
-    assert [r["name"] for r in data["results"]] == ["LEA", "BOX", "KNG"]
+    assert [r["name"] for r in data["results"]] == ["BOX", "LEA", "KNG"]  # spec files, presets, the baseline
     assert data["energy_model"]["access_nj"] == 0.01
-    box = data["results"][1]
+    box = data["results"][0]
     assert [row["mechanism"] for row in box["dmm_map"]] == ["simple_segregated_storage", "segregated_fit", "os (fallback)"]
     assert sum(row["requests"] for row in box["dmm_map"]) > 0
     assert box["footprint_samples"][-1][0] == box["events"]

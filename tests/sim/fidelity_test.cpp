@@ -229,9 +229,15 @@ const char* pick(std::mt19937_64& rng, std::initializer_list<const char*> choice
 
 std::string randomAllocator(std::mt19937_64& rng, std::size_t low, const std::string& high) {
   std::string mechanism = pick(rng, {"segregated_lists", "segregated_fit", "simple_segregated_storage",
-                                     "exact_segregated_fit", "strict_segregated_fit", "kingsley", "lea", "region"});
+                                     "exact_segregated_fit", "strict_segregated_fit", "kingsley", "lea", "region",
+                                     "binary_buddy", "fibonacci_buddy", "weighted_buddy", "double_buddy"});
   std::string out = "{\"range\": [" + std::to_string(low) + ", " + high + "], \"mechanism\": \"" + mechanism + "\"";
   if (mechanism == "kingsley" || mechanism == "lea") return out + "}";
+  if (mechanism.ends_with("_buddy")) {
+    return out + ", \"min_block_bytes\": " + std::to_string(32 + 16 * (rng() % 3)) + ", \"area_bytes\": " +
+           std::to_string(4096 << (rng() % 6)) + ", \"coalesce\": \"" + pick(rng, {"none", "immediate"}) +
+           "\", \"trim\": " + pick(rng, {"true", "false"}) + "}";
+  }
   out += ", \"header\": \"" + std::string(pick(rng, {"size8", "size16", "boundary_tags", "boundary_tags"})) + "\"";
   std::size_t chunk = 4096 << (rng() % 5);
   out += ", \"chunk\": {\"bytes\": " + std::to_string(chunk) + ", \"max_bytes\": " + std::to_string(chunk << (rng() % 3)) +

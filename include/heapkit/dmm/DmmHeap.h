@@ -22,6 +22,7 @@
 
 #include "heapkit/core/Counting.h"
 #include "heapkit/dmm/DmmSpec.h"
+#include "heapkit/general/BuddyHeap.h"
 #include "heapkit/general/KingsleyHeap.h"
 #include "heapkit/general/LeaHeap.h"
 #include "heapkit/general/SegregatedFitHeap.h"
@@ -43,7 +44,8 @@ class DmmHeap {
   using FreeListAllocator = SegregatedFitHeap<SegregatedFitConfig, Top>;
   using KingsleyAllocator = KingsleyHeap<Top>;
   using LeaAllocator = LeaHeap<Top>;
-  using Allocator = std::variant<std::monostate, FreeListAllocator, KingsleyAllocator, LeaAllocator>;
+  using BuddyAllocator = BuddyHeap<BuddyConfig, Top>;
+  using Allocator = std::variant<std::monostate, FreeListAllocator, KingsleyAllocator, LeaAllocator, BuddyAllocator>;
 
   static constexpr std::size_t Alignment = kMinAlignment;
   static constexpr bool KeepsSizeWord = true;
@@ -59,6 +61,12 @@ class DmmHeap {
       switch (allocator.mechanism) {
         case Mechanism::Kingsley: allocators_[i].template emplace<KingsleyAllocator>(arena_, owner); break;
         case Mechanism::Lea: allocators_[i].template emplace<LeaAllocator>(arena_, owner); break;
+        case Mechanism::BinaryBuddy:
+        case Mechanism::FibonacciBuddy:
+        case Mechanism::WeightedBuddy:
+        case Mechanism::DoubleBuddy:
+          allocators_[i].template emplace<BuddyAllocator>(allocator.buddy, arena_, owner);
+          break;
         default: allocators_[i].template emplace<FreeListAllocator>(allocator.freeLists, arena_, owner); break;
       }
     }

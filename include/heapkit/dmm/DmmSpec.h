@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "heapkit/general/BuddyHeap.h"
 #include "heapkit/general/SegregatedFitHeap.h"
 
 namespace heapkit {
@@ -37,19 +38,12 @@ constexpr bool isBuddy(Mechanism m) {
          m == Mechanism::DoubleBuddy;
 }
 
-struct BuddySpec {
-  std::size_t minBlockBytes = 32;
-  std::size_t areaBytes = 1 << 20;
-  bool coalesce = true;
-  bool trim = false;
-};
-
 struct AllocatorSpec {
   Mechanism mechanism = Mechanism::Kingsley;
   std::size_t minExclusive = 0;           // serves requests of more than this many bytes
   std::size_t maxInclusive = SIZE_MAX;    // up to this many (SIZE_MAX: no bound)
   SegregatedFitConfig freeLists;          // the free-list mechanisms and region
-  BuddySpec buddy;                        // the buddy systems
+  BuddyConfig buddy;                      // the buddy systems
 };
 
 struct DmmSpec {

@@ -1,0 +1,255 @@
+"""The BNF grammar of DMM designs, generated from a trace's size profile, and grammatical
+evolution's genotype-to-design mapping.
+
+A grammar file has one rule per line, ``<name> ::= alternative | alternative ...``; an
+alternative is a sequence of nonterminals (``<name>``) and literal text. Literals are
+fragments of JSON, so a complete derivation from ``<dmm>`` is a JSON array of allocator
+objects, each with an ``"upto"`` bound (``null`` for the last one) instead of a range; a
+last allocator whose mechanism is ``"os"`` means "the sizes above go to the OS". Lines
+starting with ``#`` are comments. ``heapkit grammar TRACE`` writes one; edit it and pass
+it to ``heapkit search --grammar FILE``.
+
+Every derivation of a generated grammar is a valid spec (``tests/python/test_search.py``
+checks this over thousands of random genomes); a hand-edited grammar may derive invalid
+ones, which the search scores as infeasible.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from heapkit.dmm import Spec, parse_spec
+
+_TOKEN = re.compile(r"<[A-Za-z0-9_-]+>|[^<]+")
+_RULE = re.compile(r"^\s*(<[A-Za-z0-9_-]+>)\s*::=\s*(.*)$")
+
+MAX_WRAPS = 2  # a genome is read at most this many extra times before the mapping gives up
+
+
+class GrammarError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Grammar:
+    start: str
+    rules: dict[str, list[list[str]]]  # nonterminal -> alternatives -> items
+
+    @classmethod
+    def parse(cls, text: str, source: str = "grammar") -> "Grammar":
+        rules: dict[str, list[list[str]]] = {}
+        start = None
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            match = _RULE.match(line)
+            if match is None:
+                raise GrammarError(f"{source}:{number}: expected '<name> ::= alternative | ...'")
+            name, body = match.groups()
+            if name in rules:
+                raise GrammarError(f"{source}:{number}: {name} is defined twice")
+            alternatives = []
+            for alternative in body.split("|"):
+                items = [t if t.startswith("<") else t.strip() for t in _TOKEN.findall(alternative.strip())]
+                alternatives.append([t for t in items if t != ""])
+            rules[name] = alternatives
+            start = start or name
+        if start is None:
+            raise GrammarError(f"{source}: no rules")
+        for name, alternatives in rules.items():
+            for alternative in alternatives:
+                for item in alternative:
+                    if item.startswith("<") and item not in rules:
+                        raise GrammarError(f"{source}: {name} uses {item}, which no rule defines")
+        return cls(start, rules)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Grammar":
+        return cls.parse(Path(path).read_text(encoding="utf-8"), str(path))
+
+    def to_text(self, header: str = "") -> str:
+        lines = [f"# {line}" for line in header.splitlines()]
+        for name, alternatives in self.rules.items():
+            lines.append(f"{name} ::= " + " | ".join(" ".join(items) for items in alternatives))
+        return "\n".join(lines) + "\n"
+
+    # ---- grammatical evolution's mapping ----
+
+    def derive(self, genome: Sequence[int], max_wraps: int = MAX_WRAPS) -> str | None:
+        """The text a genome derives (leftmost expansion; each choice among k > 1
+        alternatives takes the next codon modulo k; the genome wraps around at most
+        ``max_wraps`` times), or None when it does not finish."""
+        if not genome:
+            return None
+        out: list[str] = []
+        stack = [self.start]
+        used = 0
+        limit = len(genome) * (max_wraps + 1)
+        while stack:
+            item = stack.pop()
+            if not item.startswith("<"):
+                out.append(item)
+                continue
+            alternatives = self.rules[item]
+            if len(alternatives) == 1:
+                choice = 0
+            else:
+                if used >= limit:
+                    return None
+                choice = genome[used % len(genome)] % len(alternatives)
+                used += 1
+            stack.extend(reversed(alternatives[choice]))
+        return "".join(out)
+
+    def genome_for(self, target: str, max_codons: int = 64) -> list[int] | None:
+        """A genome that derives exactly ``target`` (white space ignored), found by a
+        depth-first search over the choices; None if none does within max_codons."""
+        goal = re.sub(r"\s+", "", target)
+
+        def search(stack: list[str], done: str, codons: list[int]) -> list[int] | None:
+            while stack and not stack[-1].startswith("<"):
+                done += re.sub(r"\s+", "", stack.pop())
+                if not goal.startswith(done):
+                    return None
+            if not stack:
+                return codons if done == goal else None
+            if len(codons) > max_codons:
+                return None
+            alternatives = self.rules[stack[-1]]
+            for index, alternative in enumerate(alternatives):
+                rest = stack[:-1] + list(reversed(alternative))
+                found = search(rest, done, codons + ([index] if len(alternatives) > 1 else []))
+                if found is not None:
+                    return found
+            return None
+
+        found = search([self.start], "", [])
+        return found if found else ([0] if found == [] else None)
+
+
+def design_from_text(text: str, name: str = "design") -> Spec:
+    """The spec a derivation describes: parts sorted by their bounds, chained into ranges."""
+    try:
+        parts = json.loads("[" + text + "]")
+    except json.JSONDecodeError as error:
+        raise GrammarError(f"the derivation is not JSON: {error}") from None
+    general = parts[-1]
+    bounded = sorted((p for p in parts[:-1]), key=lambda p: p["upto"])
+    allocators, low = [], 0
+    for part in bounded:
+        if part["upto"] <= low:
+            continue  # a bound another part already covers: the design has one part fewer
+        allocator = {k: v for k, v in part.items() if k != "upto"}
+        allocators.append({"range": [low, part["upto"]], **allocator})
+        low = part["upto"]
+    fallback = "os"
+    if general.get("mechanism") != "os":
+        allocators.append({"range": [low, None], **{k: v for k, v in general.items() if k != "upto"}})
+    if not allocators:
+        allocators.append({"range": [0, None], "mechanism": "kingsley"})
+    return parse_spec(json.dumps({"format": "heapkit-dmm/1", "name": name, "allocators": allocators,
+                                  "fallback": fallback}))
+
+
+# ---- generating a grammar from a profile --------------------------------------------------
+
+def _blocks(size: int) -> tuple[int, int]:
+    """The block lengths a request gets with an 8-byte and with a 16-byte header."""
+    return tuple(max(32, (size + header + 15) // 16 * 16) for header in (8, 16))
+
+
+def hot_sizes(top_sizes: Iterable[tuple[int, int]], limit: int = 8) -> list[int]:
+    """The most frequent request sizes, ascending, no two sharing a block length under any
+    header layout (so they are valid class sizes whatever header a design picks)."""
+    chosen: list[int] = []
+    for size, _count in top_sizes:
+        if size <= 0 or size > 1 << 32:
+            continue
+        mine = _blocks(size)
+        if all(mine[0] != _blocks(c)[0] and mine[1] != _blocks(c)[1] for c in chosen):
+            chosen.append(size)
+        if len(chosen) == limit:
+            break
+    return sorted(chosen)
+
+
+PRESET_ALTERNATIVES = {
+    # the paper's general-purpose managers, so the search starts from them (seeded genomes)
+    "KNG": '{"upto": null, "mechanism": "kingsley"}',
+    "LEA": '{"upto": null, "mechanism": "lea"}',
+    "FIB": '{"upto": null, "mechanism": "fibonacci_buddy", "min_block_bytes": 32, "area_bytes": 1048576, '
+           '"coalesce": "immediate", "trim": true}',
+    "S10": '{"upto": null, "mechanism": "segregated_lists", "classes": 10, "header": "boundary_tags", '
+           '"list": {"structure": "doubly_linked", "fit": "first", "order": "lifo"}, "split": true, '
+           '"coalesce": "immediate", "trim": true, "chunk": {"bytes": 65536, "max_bytes": 65536, "growth": 1.0}}',
+}
+
+
+def generate(top_sizes: Sequence[tuple[int, int]], max_size: int) -> Grammar:
+    """The design space for a program whose most frequent sizes are ``top_sizes`` and whose
+    largest request is ``max_size``: range bounds at its hot sizes and at powers of two up
+    to its largest request, exact and strict classes at its hot sizes, and every mechanism,
+    list policy and chunk policy of the spec format."""
+    hot = hot_sizes(top_sizes)
+    bounds = sorted({s for s in hot} | {1 << k for k in range(6, 21) if (1 << k) <= max(max_size, 64)})
+    small_bounds = [b for b in bounds if b <= 1 << 20] or [64]
+    classes = json.dumps(hot or [16, 32, 64])
+    rules: dict[str, list[list[str]]] = {}
+
+    def rule(name: str, *alternatives: str) -> None:
+        rules[name] = [[t if t.startswith("<") else t.strip() for t in _TOKEN.findall(a.strip())] for a in alternatives]
+
+    rule("<dmm>", "<general>", "<part> , <general>", "<part> , <part> , <general>",
+         "<part> , <part> , <part> , <general>")
+    rule("<part>", '{"upto": <bound> , <part-mechanism> }')
+    rule("<bound>", *[str(b) for b in small_bounds])
+    rule("<general>", '{"upto": null, <general-mechanism> }', *PRESET_ALTERNATIVES.values(),
+         '{"upto": null, "mechanism": "os"}')
+    rule("<part-mechanism>", "<fits>", "<strict>", "<simple>", "<exact>", "<buddy>", '"mechanism": "kingsley"')
+    rule("<general-mechanism>", "<fits>", '"mechanism": "kingsley"', '"mechanism": "lea"', "<buddy>")
+    rule("<fits>", '"mechanism": "segregated_lists", "classes": <class-count> , <fit-policy>',
+         f'"mechanism": "segregated_fit", "class_sizes": {classes} , <fit-policy>')
+    rule("<class-count>", "4", "6", "8", "10", "12", "16")
+    rule("<fit-policy>", '"list": <list> , <split> , <coalescing> , <chunk>')
+    rule("<coalescing>", '"header": "boundary_tags", "coalesce": "immediate", "trim": <bool>',
+         '"header": "boundary_tags", "coalesce": "deferred", "trim": <bool>',
+         '"header": <header> , "coalesce": "none", "trim": false')
+    rule("<split>", '"split": true', '"split": false')
+    rule("<strict>", f'"mechanism": "strict_segregated_fit", "class_sizes": {classes} , "header": <header> , '
+                     '"list": <list> , <chunk>',
+         '"mechanism": "strict_segregated_fit", "classes": <class-count> , "header": <header> , "list": <list> , <chunk>')
+    rule("<simple>", f'"mechanism": "simple_segregated_storage", "class_sizes": {classes} , "header": <header> , <chunk>')
+    rule("<exact>", '"mechanism": "exact_segregated_fit", "header": <header> , "list": <exact-list> , <chunk>')
+    rule("<buddy>", '"mechanism": <buddy-kind> , "min_block_bytes": 32, "area_bytes": <area> , '
+                    '"coalesce": "immediate", "trim": <bool>',
+         '"mechanism": <buddy-kind> , "min_block_bytes": 32, "area_bytes": <area> , "coalesce": "none", "trim": false')
+    rule("<buddy-kind>", '"binary_buddy"', '"fibonacci_buddy"', '"weighted_buddy"', '"double_buddy"')
+    rule("<area>", "65536", "262144", "1048576")
+    rule("<list>", '{"structure": <linked> , "fit": <fit> , "order": <order> }',
+         '{"structure": "size_tree", "fit": <tree-fit> , "order": "size"}')
+    rule("<exact-list>", '{"structure": <linked> , "fit": "exact", "order": <order> }')
+    rule("<linked>", '"singly_linked"', '"doubly_linked"')
+    rule("<fit>", '"first"', '"next"', '"best"', '"exact"', '"worst"')
+    rule("<tree-fit>", '"first"', '"best"', '"exact"', '"worst"')
+    rule("<order>", '"lifo"', '"fifo"', '"address"')
+    rule("<header>", '"size8"', '"size16"', '"boundary_tags"')
+    rule("<bool>", "true", "false")
+    rule("<chunk>", '"chunk": {"bytes": <chunk-bytes> , "max_bytes": 1048576, "growth": <growth> }')
+    rule("<chunk-bytes>", "4096", "16384", "65536", "262144")
+    rule("<growth>", "1.0", "1.5", "2.0")
+    return Grammar("<dmm>", rules)
+
+
+def generate_for_trace(trace: str | Path) -> Grammar:
+    from heapkit.stats import stats
+
+    profile = stats(trace, top_sizes=24)
+    return generate(profile.top_sizes, profile.max_size)
+
+
+__all__ = ["Grammar", "GrammarError", "PRESET_ALTERNATIVES", "design_from_text", "generate", "generate_for_trace",
+           "hot_sizes"]

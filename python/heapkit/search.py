@@ -1,0 +1,383 @@
+"""The design search: grammatical evolution over the DMM grammar, multi-objective.
+
+Genomes are lists of integer codons; the grammar (:mod:`heapkit.grammar`, generated from
+the trace's size profile) maps each to a design. Selection is DEAP's NSGA-II over the
+chosen objectives (any of work, footprint, energy, all minimised), or, with ``weights``,
+the paper's single objective: a weighted sum of the objectives normalised to Kingsley's.
+The presets the grammar can express (KNG, LEA, FIB, S10) are seeded into the first
+population, and NSGA-II keeps the non-dominated designs, so the front never loses to them.
+
+Evaluations are simulations (:func:`heapkit.simulate`) on threads, memoised by the
+design's normalised form in an on-disk cache that later runs reuse. A checkpoint after
+every generation lets ``resume=True`` continue an interrupted search; KeyboardInterrupt
+ends it early with the best designs so far::
+
+    import heapkit.search as hs
+    result = hs.search("app.hkt", "out/", objectives=("work", "footprint"), generations=20, seed=1)
+    for design in result.front:
+        print(design.spec.name, design.objectives)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import random
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from deap import base, tools
+from deap.tools._hypervolume import hv as _hypervolume
+
+from heapkit import simulator
+from heapkit.dmm import Spec
+from heapkit.grammar import PRESET_ALTERNATIVES, Grammar, GrammarError, design_from_text, generate_for_trace
+
+OBJECTIVES = ("work", "footprint", "energy")
+INFEASIBLE = 1e30
+
+
+@dataclass
+class Design:
+    spec: Spec
+    metrics: dict  # the simulator's figures (SimulationMetrics.to_dict() without the samples)
+    genome: Optional[list[int]] = None
+
+    def objective(self, name: str) -> float:
+        if self.metrics.get("failed", 0) > 0:
+            return INFEASIBLE
+        return float({"work": self.metrics["work"], "footprint": self.metrics["peak_footprint"],
+                      "energy": self.metrics["energy_nj"]}[name])
+
+    @property
+    def objectives(self) -> dict[str, float]:
+        return {name: self.objective(name) for name in OBJECTIVES}
+
+
+@dataclass
+class SearchResult:
+    front: list[Design]  # non-dominated over everything evaluated, presets included
+    presets: dict[str, Design]
+    history: list[dict] = field(default_factory=list)  # per generation: hypervolume, best, evaluations, cache hits
+    evaluations: int = 0
+    cache_hits: int = 0
+    seconds: float = 0.0
+    interrupted: bool = False
+
+
+# ---- evaluation with an on-disk cache -------------------------------------------------------
+
+def trace_digest(trace: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(trace, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:24]
+
+
+class EvaluationCache:
+    """Simulation results by (trace, design, energy model), in SQLite: safe across threads
+    and processes, and shared by every later search of the same trace."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
+        self._db.execute("CREATE TABLE IF NOT EXISTS evaluations (key TEXT PRIMARY KEY, metrics TEXT NOT NULL)")
+        self._db.commit()
+
+    def get(self, key: str) -> Optional[dict]:
+        with self._lock:
+            row = self._db.execute("SELECT metrics FROM evaluations WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put(self, key: str, metrics: dict) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO evaluations VALUES (?, ?)", (key, json.dumps(metrics)))
+            self._db.commit()
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def default_cache_path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "heapkit" / "evaluations.sqlite"
+
+
+class Evaluator:
+    def __init__(self, trace: str | Path, cache: EvaluationCache, energy: dict | None = None,
+                 threads: int | None = None, reserve_bytes: int = simulator.DEFAULT_RESERVE_BYTES,
+                 runner: Optional[Callable[[list[Spec]], list[dict]]] = None):
+        self.trace = str(trace)
+        self.cache = cache
+        self.energy = dict(simulator.DEFAULT_ENERGY, **(energy or {}))
+        self.threads = threads or os.cpu_count() or 1
+        self.reserve_bytes = reserve_bytes
+        self.prefix = trace_digest(trace) + ":" + hashlib.sha256(json.dumps(self.energy, sort_keys=True).encode()).hexdigest()[:8]
+        self.evaluations = 0
+        self.cache_hits = 0
+        # How designs are simulated: locally on threads, or (heapkit.cluster) on a Ray cluster.
+        self.runner = runner or self._simulate_locally
+
+    def _simulate_locally(self, specs: list[Spec]) -> list[dict]:
+        results = simulator.simulate(self.trace, specs, energy=self.energy, reserve_bytes=self.reserve_bytes,
+                                     threads=self.threads)
+        return [metrics_record(r) for r in results]
+
+    def evaluate(self, specs: Sequence[Spec]) -> list[dict]:
+        """Metrics for each spec, simulating only what the cache does not have (each
+        distinct design once)."""
+        keys = [f"{self.prefix}:{s.key}" for s in specs]
+        found: dict[str, dict] = {}
+        missing: dict[str, Spec] = {}
+        for key, spec in zip(keys, specs):
+            if key in found or key in missing:
+                continue
+            cached = self.cache.get(key)
+            if cached is not None:
+                found[key] = cached
+                self.cache_hits += 1
+            else:
+                missing[key] = spec
+        if missing:
+            for key, metrics in zip(missing, self.runner(list(missing.values()))):
+                self.cache.put(key, metrics)
+                found[key] = metrics
+            self.evaluations += len(missing)
+        return [found[k] for k in keys]
+
+
+def metrics_record(result: simulator.SimulationMetrics) -> dict:
+    record = result.to_dict()
+    record.pop("footprint_samples", None)
+    record.pop("spec", None)
+    return record
+
+
+# ---- grammatical evolution ---------------------------------------------------------------
+
+class _Individual(list):
+    fitness: base.Fitness
+
+
+def _fitness_class(count: int):
+    return type("Fitness", (base.Fitness,), {"weights": (-1.0,) * count})
+
+
+def seed_genomes(grammar: Grammar) -> dict[str, list[int]]:
+    """Genomes deriving the presets the grammar expresses as a whole design."""
+    seeds = {}
+    for name, alternative in PRESET_ALTERNATIVES.items():
+        genome = grammar.genome_for(alternative)
+        if genome is not None:
+            seeds[name] = genome
+    return seeds
+
+
+def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
+    return all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
+
+
+def non_dominated(designs: Sequence[Design], objectives: Sequence[str]) -> list[Design]:
+    points = [[d.objective(o) for o in objectives] for d in designs]
+    front = []
+    for i, p in enumerate(points):
+        if p[0] >= INFEASIBLE:
+            continue
+        if not any(dominates(q, p) for j, q in enumerate(points) if j != i):
+            if not any([d.objective(o) for o in objectives] == p for d in front):
+                front.append(designs[i])
+    return sorted(front, key=lambda d: [d.objective(o) for o in objectives])
+
+
+def hypervolume(designs: Sequence[Design], objectives: Sequence[str], baseline: Design) -> float:
+    """Of the front normalised to the baseline (Kingsley), against the reference point 2
+    in every objective: larger is better."""
+    points = [[d.objective(o) / max(baseline.objective(o), 1e-12) for o in objectives] for d in designs]
+    points = [p for p in points if all(x < 2 for x in p)]
+    if not points:
+        return 0.0
+    return float(_hypervolume.hypervolume(points, [2.0] * len(objectives)))
+
+
+Progress = Callable[[dict], None]
+
+
+def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = None,
+           objectives: Sequence[str] = OBJECTIVES, weights: Sequence[float] | None = None,
+           population: int = 60, generations: int = 100, mutation: float = 0.02, crossover: float = 0.8,
+           seed: int = 1, resume: bool = False, cache: str | Path | None = None, threads: int | None = None,
+           energy: dict | None = None, genome_length: tuple[int, int] = (16, 48),
+           progress: Progress | None = None, runner: Optional[Callable[[list[Spec]], list[dict]]] = None,
+           ) -> SearchResult:
+    """Grammatical evolution of DMM designs for ``trace``; writes ``out_dir/checkpoint.pkl``
+    after each generation and returns the front (see the module's docstring)."""
+    import time
+
+    objectives = tuple(objectives)
+    for o in objectives:
+        if o not in OBJECTIVES:
+            raise ValueError(f"unknown objective '{o}' (any of {', '.join(OBJECTIVES)})")
+    if weights is not None and len(weights) != len(objectives):
+        raise ValueError(f"{len(weights)} weights for {len(objectives)} objectives")
+    if population < 4 or generations < 1:
+        raise ValueError("a search needs a population of at least 4 and at least one generation")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    checkpoint_path = out / "checkpoint.pkl"
+    grammar = grammar or generate_for_trace(trace)
+    store = EvaluationCache(cache or default_cache_path())
+    evaluator = Evaluator(trace, store, energy=energy, threads=threads, runner=runner)
+    started = time.monotonic()
+
+    from heapkit.dmm import preset
+
+    preset_designs = {}
+    names = ["KNG", "FIB", "S10", "EXA", "LEA"]
+    for name, metrics in zip(names, evaluator.evaluate([preset(n) for n in names])):
+        preset_designs[name] = Design(preset(name), metrics)
+    baseline = preset_designs["KNG"]
+
+    fitness_class = _fitness_class(1 if weights is not None else len(objectives))
+
+    def scored(design: Design) -> tuple[float, ...]:
+        values = [design.objective(o) for o in objectives]
+        if weights is None:
+            return tuple(values)
+        if values[0] >= INFEASIBLE:
+            return (INFEASIBLE,)
+        return (sum(w * v / max(baseline.objective(o), 1e-12) for w, v, o in zip(weights, values, objectives)),)
+
+    archive: dict[str, Design] = {}
+
+    def evaluate_population(individuals: list[_Individual]) -> None:
+        specs, owners = [], []
+        for individual in individuals:
+            text = grammar.derive(individual)
+            spec = None
+            if text is not None:
+                try:
+                    spec = design_from_text(text, name="ge")
+                except (GrammarError, ValueError, KeyError, TypeError):
+                    spec = None
+            individual.spec = spec
+            if spec is not None:
+                specs.append(spec)
+                owners.append(individual)
+        for individual in individuals:
+            if individual.spec is None:
+                individual.fitness.values = (INFEASIBLE,) * len(individual.fitness.weights)
+        for individual, metrics in zip(owners, evaluator.evaluate(specs)):
+            spec = individual.spec
+            named = Spec(name=f"ge-{spec.key[:8]}", description="found by heapkit search", normalized=spec.normalized)
+            design = archive.setdefault(spec.key, Design(named, metrics, list(individual)))
+            individual.fitness.values = scored(design)
+
+    if resume and checkpoint_path.exists():
+        with open(checkpoint_path, "rb") as f:
+            state = pickle.load(f)
+        if state["settings"] != _settings(objectives, weights, population, mutation, crossover, seed, grammar):
+            raise ValueError(f"{checkpoint_path} is of a search with other settings: start afresh without --resume")
+        rng = random.Random()
+        rng.setstate(state["rng"])
+        generation, history = state["generation"], state["history"]
+        for normalized, name, metrics, genome in state["archive"]:
+            spec = Spec(name=name, description="found by heapkit search", normalized=normalized)
+            archive[spec.key] = Design(spec, metrics, genome)
+        pop = [_make(fitness_class, g) for g in state["population"]]
+        evaluate_population(pop)
+        evaluator.evaluations += state["evaluations"]
+        evaluator.cache_hits += state["cache_hits"]
+    else:
+        rng = random.Random(seed)
+        seeds = list(seed_genomes(grammar).values())
+        pop = [_make(fitness_class, g) for g in seeds[:population]]
+        while len(pop) < population:
+            pop.append(_make(fitness_class, [rng.randrange(256) for _ in range(rng.randint(*genome_length))]))
+        evaluate_population(pop)
+        generation, history = 0, []
+
+    def select(individuals: list, k: int) -> list:
+        if weights is None:
+            return tools.selNSGA2(individuals, k)
+        return sorted(individuals, key=lambda i: i.fitness.values[0])[:k]  # elitist (mu + lambda)
+
+    interrupted = False
+    try:
+        while generation < generations:
+            pop = select(pop, population)
+            parents = tools.selTournamentDCD(pop, population) if weights is None and population % 4 == 0 \
+                else [rng.choice(pop) for _ in range(population)]
+            offspring = [_make(fitness_class, list(p)) for p in parents]
+            with _seeded(rng):
+                for a, b in zip(offspring[::2], offspring[1::2]):
+                    if rng.random() < crossover and len(a) > 1 and len(b) > 1:
+                        tools.cxOnePoint(a, b)
+                for individual in offspring:
+                    tools.mutUniformInt(individual, 0, 255, indpb=mutation)
+            evaluate_population(offspring)
+            pop = pop + offspring
+            generation += 1
+            front = non_dominated(list(archive.values()) + list(preset_designs.values()), objectives)
+            best = min(front, key=lambda d: scored(d)) if front else baseline
+            history.append({"generation": generation, "hypervolume": hypervolume(front, objectives, baseline),
+                            "front": len(front), "best": {o: best.objective(o) for o in objectives},
+                            "evaluations": evaluator.evaluations, "cache_hits": evaluator.cache_hits,
+                            "seconds": time.monotonic() - started})
+            with open(checkpoint_path.with_suffix(".tmp"), "wb") as f:
+                pickle.dump({"settings": _settings(objectives, weights, population, mutation, crossover, seed, grammar),
+                             "rng": rng.getstate(), "generation": generation, "history": history,
+                             "population": [list(i) for i in pop],
+                             "archive": [(d.spec.normalized, d.spec.name, d.metrics, d.genome) for d in archive.values()],
+                             "evaluations": evaluator.evaluations, "cache_hits": evaluator.cache_hits}, f)
+            checkpoint_path.with_suffix(".tmp").replace(checkpoint_path)
+            if progress is not None:
+                progress(history[-1])
+    except KeyboardInterrupt:
+        interrupted = True
+    store.close()
+    front = non_dominated(list(archive.values()) + list(preset_designs.values()), objectives)
+    if weights is not None:
+        front = sorted(front, key=lambda d: scored(d))
+    return SearchResult(front=front, presets=preset_designs, history=history, evaluations=evaluator.evaluations,
+                        cache_hits=evaluator.cache_hits, seconds=time.monotonic() - started, interrupted=interrupted)
+
+
+class _seeded:
+    """DEAP's operators draw from the global random module: point it at the search's own
+    generator for the duration, so a seed reproduces a run."""
+
+    def __init__(self, rng: random.Random):
+        self.rng = rng
+
+    def __enter__(self):
+        self.saved = random.getstate()
+        random.setstate(self.rng.getstate())
+
+    def __exit__(self, *exc):
+        self.rng.setstate(random.getstate())
+        random.setstate(self.saved)
+
+
+def _make(fitness_class, genome: Sequence[int]) -> _Individual:
+    individual = _Individual(genome)
+    individual.fitness = fitness_class()
+    individual.spec = None
+    return individual
+
+
+def _settings(objectives, weights, population, mutation, crossover, seed, grammar) -> dict:
+    return {"objectives": list(objectives), "weights": list(weights) if weights else None, "population": population,
+            "mutation": mutation, "crossover": crossover, "seed": seed,
+            "grammar": hashlib.sha256(grammar.to_text().encode()).hexdigest()}
+
+
+__all__ = ["Design", "EvaluationCache", "Evaluator", "OBJECTIVES", "SearchResult", "default_cache_path", "dominates",
+           "hypervolume", "non_dominated", "search", "seed_genomes"]
