@@ -21,7 +21,7 @@ from heapkit.record import RecordResult, RecordedTrace, record
 from heapkit.replay import ALLOCATORS, ReplayResult, ReplayRun, replay, resolve_allocator
 from heapkit.simulator import SimulationError, SimulationMetrics, normalized_to, simulate
 from heapkit.stats import ThreadProfile, TraceStats, stats
-from heapkit.trace import Header, events, read_header
+from heapkit.trace import Header, events, read_header, trace_prefix
 
 __version__ = "0.1.0"
 
@@ -57,4 +57,5 @@ __all__ = [
     "replay",
     "resolve_allocator",
     "stats",
+    "trace_prefix",
 ]

@@ -372,6 +372,165 @@ def presets(name: str | None) -> None:
 
 
 @main.command()
+@click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the grammar here (default: standard output).")
+def grammar(trace: Path, output: Path | None) -> None:
+    """Write the BNF grammar of DMM designs for TRACE: range bounds and classes at its most
+    frequent sizes, every mechanism and policy of the spec format. Edit it and pass it to
+    `heapkit search --grammar`."""
+    from heapkit.grammar import generate_for_trace
+
+    text = generate_for_trace(trace).to_text(
+        header=f"DMM design grammar for {trace}, written by heapkit grammar (docs/search.md).\n"
+               "A derivation is a JSON array of allocators with \"upto\" bounds; the last takes the rest.")
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text)
+        console.print(escape(f"wrote {output}"), highlight=False)
+
+
+def _design_table(title: str, designs, objectives, references: dict[str, dict[str, float]]) -> Table:
+    table = Table(title=escape(title))
+    for column in ("design", *objectives, "allocators", *[f"footprint / {r}" for r in references]):
+        table.add_column(column, justify="right")
+    for d in designs:
+        mechanisms = " + ".join(a["mechanism"] for a in d.spec.allocators)
+        ratios = [f"{d.objective('footprint') / ref['footprint']:.3f}" if ref.get("footprint") else "-"
+                  for ref in references.values()]
+        table.add_row(escape(d.spec.name), *[f"{d.objective(o):,.0f}" for o in objectives], escape(mechanisms), *ratios)
+    return table
+
+
+@main.command()
+@click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("search"),
+              show_default=True, help="Directory for the front, its specs, the checkpoint.")
+@click.option("--grammar", "grammar_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="A grammar file (default: generated from the trace, as `heapkit grammar` writes it).")
+@click.option("--objectives", default="work,footprint,energy", show_default=True,
+              help="Any of work, footprint, energy, comma-separated: a Pareto front by NSGA-II.")
+@click.option("--weights", default=None, help="Comma-separated weights, one per objective: the paper's single "
+                                              "objective (a weighted sum of the objectives over Kingsley's).")
+@click.option("--population", type=click.IntRange(min=4), default=60, show_default=True)
+@click.option("--generations", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--mutation", type=click.FloatRange(0, 1), default=0.02, show_default=True, help="Per-codon probability.")
+@click.option("--crossover", type=click.FloatRange(0, 1), default=0.8, show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--resume", is_flag=True, help="Continue the search whose checkpoint is in the output directory.")
+@click.option("--cache", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The evaluation cache (default: ~/.cache/heapkit/evaluations.sqlite), shared by later runs.")
+@click.option("-j", "--threads", type=click.IntRange(min=1), default=None, help="Simulations at once (default: cores).")
+@click.option("--cluster", default=None, help="ray://ADDRESS or auto: evaluate on a Ray cluster (pip install heapkit[ray]).")
+@click.option("--sample", type=click.IntRange(min=1000), default=None,
+              help="Search on the trace's first N operations, then confirm the front on the whole trace.")
+@click.option("--energy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="A JSON file overriding the energy model's parameters.")
+@click.option("--no-glibc", is_flag=True, help="Do not replay the trace on glibc for the footprint reference.")
+def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: str, weights: str | None, population: int,
+           generations: int, mutation: float, crossover: float, seed: int, resume: bool, cache: Path | None,
+           threads: int | None, cluster: str | None, sample: int | None, energy: Path | None, no_glibc: bool) -> None:
+    """Search the DMM design space for TRACE by grammatical evolution: the Pareto front (or,
+    with --weights, the best designs) written to OUTPUT/front.json and OUTPUT/specs/, with a
+    table normalised to Kingsley, Lea and glibc's replayed footprint. Ctrl-C stops early and
+    keeps the best so far; --resume continues."""
+    from rich.progress import MofNCompleteColumn, TextColumn
+
+    from heapkit import search as hs
+    from heapkit.grammar import Grammar
+
+    chosen = tuple(o.strip() for o in objectives.split(",") if o.strip())
+    weight_values = [float(w) for w in weights.split(",")] if weights else None
+    grammar_obj = Grammar.load(grammar_path) if grammar_path else None
+    model = load_energy_model(energy)
+    runner = None
+    if cluster is not None:
+        from heapkit.cluster import ray_runner
+
+        runner = ray_runner(cluster, trace, model)
+    search_trace = trace
+    if sample is not None:
+        search_trace = out_dir / f"sample-{sample}.hkt"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        heapkit.trace_prefix(trace, search_trace, sample)
+    columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[status]}"))
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task("generations", total=generations, status="")
+
+        def progress(h: dict) -> None:
+            best = ", ".join(f"{o} {v:,.0f}" for o, v in h["best"].items())
+            bar.update(task, completed=h["generation"], status=escape(
+                f"front {h['front']}, best {best}, {h['evaluations']} evaluations, {h['cache_hits']} cache hits"))
+
+        result = hs.search(search_trace, out_dir, grammar=grammar_obj, objectives=chosen, weights=weight_values,
+                           population=population, generations=generations, mutation=mutation, crossover=crossover,
+                           seed=seed, resume=resume, cache=cache, threads=threads, energy=model, progress=progress,
+                           runner=runner)
+    if sample is not None:
+        result = hs.confirm(result, trace, chosen, cache=cache, energy=model, threads=threads)
+    references = {"KNG": result.presets["KNG"].objectives, "LEA": result.presets["LEA"].objectives}
+    if not no_glibc:
+        references["glibc"] = {"footprint": heapkit.replay(trace, "glibc", runs=1).runs[0].footprint_bytes}
+    paths = hs.write_front(result, out_dir, chosen, references)
+    if result.interrupted:
+        console.print("interrupted: the front below is the best so far", style="yellow")
+    out.print(_design_table(f"{trace}: front of {len(result.front)} designs ({result.evaluations} simulations, "
+                            f"{result.cache_hits} cache hits, {result.seconds:.0f} s)", result.front, chosen, references))
+    out.print(escape(f"front: {paths['front']}; specs in {paths['specs']}"), highlight=False, soft_wrap=True)
+
+
+@main.command()
+@click.argument("spec", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The header to write.")
+@click.option("--namespace", default=None, help="C++ namespace of the design's types (default: the header's stem).")
+def emit(spec: Path, output: Path, namespace: str | None) -> None:
+    """Write SPEC as a C++ header: the heap-layers type expression with compile-time constants."""
+    from heapkit.build import emit as emit_header
+
+    emit_header(heapkit.load_spec(spec), output, namespace)
+    console.print(escape(f"wrote {output}"), highlight=False)
+
+
+@main.command()
+@click.argument("spec", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The preload library to build (lib<name>.so); the static library, CMake snippet and header go beside it.")
+@click.option("--trace", "trace", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Verify the build on this trace: measured against predicted.")
+@click.option("-n", "--runs", type=click.IntRange(min=1), default=3, show_default=True)
+def build(spec: Path, output: Path, trace: Path | None, runs: int) -> None:
+    """Build SPEC as a real allocator (a preload library, a static library and a CMake snippet)
+    and, with --trace, verify it: the built heap's footprint against the simulator's, to the
+    byte; its speed against the run-time-configured design and glibc."""
+    from heapkit import build as hb
+
+    result = hb.build(heapkit.load_spec(spec), output)
+    out.print(escape(f"built {result.shared_library}, {result.static_library}, {result.cmake_snippet}, "
+                     f"{result.header}"), highlight=False, soft_wrap=True)
+    if trace is None:
+        return
+    v = hb.verify(result, trace, runs)
+    table = Table(title=escape(f"{result.spec.name} on {trace}: measured against predicted (medians of {runs})"))
+    for column in ("", "value"):
+        table.add_column(column, justify="right")
+    table.add_row("predicted footprint (simulator)", f"{v.predicted_footprint:,} B")
+    table.add_row("measured footprint (built heap)", f"{v.measured_footprint:,} B")
+    table.add_row("equal to the byte", "yes" if v.footprint_matches else "[red]NO[/red]")
+    table.add_row("replay, compiled design", f"{v.compiled_seconds * 1e3:.2f} ms")
+    table.add_row("replay, run-time-configured design", f"{v.configured_seconds * 1e3:.2f} ms")
+    table.add_row("compiled speed-up", f"{v.speedup_over_configured:.2f}x")
+    for name, figures in v.preload.items():
+        table.add_row(escape(f"LD_PRELOAD {name}"), f"{figures['seconds'] * 1e3:.2f} ms, peak RSS "
+                                                     f"{_bytes(figures['peak_rss_bytes'])}")
+    out.print(table)
+    out.print(escape(f"LD_PRELOAD={result.shared_library} your-program"), highlight=False, soft_wrap=True)
+    if not v.footprint_matches:
+        sys.exit(1)
+
+
+@main.command()
 @click.argument("specs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 def validate(specs: tuple[str, ...]) -> None:
     """Check DMM spec files: one line each, the first error naming its field (exit status 1)."""

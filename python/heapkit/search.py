@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from deap import base, tools
-from deap.tools._hypervolume import hv as _hypervolume
+import moocore
 
 from heapkit import simulator
 from heapkit.dmm import Spec
@@ -204,7 +204,7 @@ def hypervolume(designs: Sequence[Design], objectives: Sequence[str], baseline: 
     points = [p for p in points if all(x < 2 for x in p)]
     if not points:
         return 0.0
-    return float(_hypervolume.hypervolume(points, [2.0] * len(objectives)))
+    return float(moocore.hypervolume(points, ref=[2.0] * len(objectives)))
 
 
 Progress = Callable[[dict], None]
@@ -244,6 +244,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
     for name, metrics in zip(names, evaluator.evaluate([preset(n) for n in names])):
         preset_designs[name] = Design(preset(name), metrics)
     baseline = preset_designs["KNG"]
+    preset_names = {d.spec.key: name for name, d in preset_designs.items()}
 
     fitness_class = _fitness_class(1 if weights is not None else len(objectives))
 
@@ -276,7 +277,8 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
                 individual.fitness.values = (INFEASIBLE,) * len(individual.fitness.weights)
         for individual, metrics in zip(owners, evaluator.evaluate(specs)):
             spec = individual.spec
-            named = Spec(name=f"ge-{spec.key[:8]}", description="found by heapkit search", normalized=spec.normalized)
+            name = preset_names.get(spec.key, f"ge-{spec.key[:8]}")
+            named = Spec(name=name, description="found by heapkit search", normalized=spec.normalized)
             design = archive.setdefault(spec.key, Design(named, metrics, list(individual)))
             individual.fitness.values = scored(design)
 
@@ -350,6 +352,48 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
                         cache_hits=evaluator.cache_hits, seconds=time.monotonic() - started, interrupted=interrupted)
 
 
+def confirm(result: SearchResult, trace: str | Path, objectives: Sequence[str], *, cache: str | Path | None = None,
+            energy: dict | None = None, threads: int | None = None) -> SearchResult:
+    """The front of a search on a sample, re-evaluated on the whole trace (the presets too):
+    the designs that stay non-dominated there."""
+    store = EvaluationCache(cache or default_cache_path())
+    evaluator = Evaluator(trace, store, energy=energy, threads=threads)
+    designs = list(result.front) + [d for d in result.presets.values() if d not in result.front]
+    confirmed = [Design(d.spec, m, d.genome) for d, m in zip(designs, evaluator.evaluate([d.spec for d in designs]))]
+    store.close()
+    presets = {name: next(c for c in confirmed if c.spec.key == d.spec.key) for name, d in result.presets.items()}
+    return SearchResult(front=non_dominated(confirmed, objectives), presets=presets, history=result.history,
+                        evaluations=result.evaluations + evaluator.evaluations,
+                        cache_hits=result.cache_hits + evaluator.cache_hits, seconds=result.seconds,
+                        interrupted=result.interrupted)
+
+
+def write_front(result: SearchResult, out_dir: str | Path, objectives: Sequence[str],
+                references: dict[str, dict[str, float]]) -> dict[str, Path]:
+    """OUT/front.json (each design's spec, metrics and DMM map, the history, the references)
+    and OUT/specs/NAME.json, one file per design on the front."""
+    out = Path(out_dir)
+    specs = out / "specs"
+    specs.mkdir(parents=True, exist_ok=True)
+    designs = []
+    for d in result.front:
+        path = specs / f"{d.spec.name}.json"
+        path.write_text(d.spec.to_json())
+        designs.append({"name": d.spec.name, "spec": d.spec.data, "spec_file": str(path), "key": d.spec.key,
+                        "objectives": {o: d.objective(o) for o in objectives}, "metrics": d.metrics,
+                        "normalized": {ref: {o: d.objective(o) / v[o] for o in objectives if v.get(o)}
+                                       for ref, v in references.items()},
+                        "genome": d.genome})
+    front = out / "front.json"
+    front.write_text(json.dumps({"objectives": list(objectives), "designs": designs, "history": result.history,
+                                 "references": references, "evaluations": result.evaluations,
+                                 "cache_hits": result.cache_hits, "seconds": result.seconds,
+                                 "interrupted": result.interrupted,
+                                 "presets": {n: {"objectives": d.objectives, "metrics": d.metrics}
+                                             for n, d in result.presets.items()}}, indent=1))
+    return {"front": front, "specs": specs}
+
+
 class _seeded:
     """DEAP's operators draw from the global random module: point it at the search's own
     generator for the duration, so a seed reproduces a run."""
@@ -379,5 +423,5 @@ def _settings(objectives, weights, population, mutation, crossover, seed, gramma
             "grammar": hashlib.sha256(grammar.to_text().encode()).hexdigest()}
 
 
-__all__ = ["Design", "EvaluationCache", "Evaluator", "OBJECTIVES", "SearchResult", "default_cache_path", "dominates",
-           "hypervolume", "non_dominated", "search", "seed_genomes"]
+__all__ = ["Design", "EvaluationCache", "Evaluator", "OBJECTIVES", "SearchResult", "confirm", "default_cache_path",
+           "dominates", "hypervolume", "non_dominated", "search", "seed_genomes", "write_front"]

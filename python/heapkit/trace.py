@@ -45,3 +45,9 @@ def events(path: str | PathLike, chunk: int = 1 << 20) -> Iterator[dict[str, np.
         if len(columns["op"]) == 0:
             return
         yield columns
+
+
+def trace_prefix(source: str | PathLike, output: str | PathLike, max_events: int) -> int:
+    """Writes the first ``max_events`` operations of ``source`` as a trace of their own (objects
+    still live at the cut stay live); returns how many it wrote."""
+    return _core.trace_prefix(str(source), str(output), max_events)

@@ -12,10 +12,12 @@
 #include <memory>
 #include <string>
 
+#include "Emit.h"
 #include "Simulate.h"
 #include "Spec.h"
 #include "heapkit/trace/Convert.h"
 #include "heapkit/trace/Stats.h"
+#include "heapkit/trace/Writer.h"
 
 namespace nb = nanobind;
 using namespace heapkit::trace;
@@ -308,6 +310,36 @@ nb::dict decodeSpeed(const std::string& path, int repeats, bool checkLiveness) {
   return d;
 }
 
+// The first maxEvents operations of a trace, as a trace of their own (the search's --sample).
+std::uint64_t tracePrefix(const std::string& source, const std::string& output, std::uint64_t maxEvents) {
+  MappedFile file(source);
+  TraceDecoder decoder(file.data(), file.size());
+  if (decoder.failed()) throw TraceError(source + ": " + decoder.error());
+  File out = openOutput(output);
+  std::uint64_t written = 0;
+  {
+    TraceWriter writer(out.get());
+    Header header = decoder.header();
+    header.source = "prefix of " + source;
+    writer.begin(header);
+    Event e;
+    while (written < maxEvents && decoder.next(e)) {
+      switch (e.op) {
+        case Op::Malloc: writer.malloc(e.thread, e.time, e.size); break;
+        case Op::Calloc: writer.calloc(e.thread, e.time, e.size); break;
+        case Op::Realloc: writer.realloc(e.thread, e.time, e.oldId, e.size); break;
+        case Op::Aligned: writer.aligned(e.thread, e.time, e.alignment, e.size); break;
+        default: writer.free(e.thread, e.time, e.id); break;
+      }
+      ++written;
+    }
+    if (decoder.failed()) throw TraceError(source + ": " + decoder.error());
+    writer.end();
+  }
+  closeOutput(out, output);
+  return written;
+}
+
 // ---- DMM specs and the simulator ----------------------------------------------------
 
 using heapkit::sim::ParsedSpec;
@@ -443,6 +475,13 @@ NB_MODULE(_core, m) {
   nb::exception<heapkit::sim::SimulationError>(m, "SimulationError", PyExc_RuntimeError);
   m.attr("SPEC_FORMAT") = heapkit::sim::kSpecFormat;
   m.def("parse_spec", &parseSpecPy, nb::arg("text"));
+  m.def("trace_prefix", &tracePrefix, nb::arg("source"), nb::arg("output"), nb::arg("max_events"));
+  m.def(
+      "emit_header",
+      [](const std::string& text, const std::string& ns, const std::string& source) {
+        return heapkit::sim::emitHeader(heapkit::sim::parseSpec(text), ns, source);
+      },
+      nb::arg("spec"), nb::arg("namespace"), nb::arg("source"));
   nb::class_<PySimulation>(m, "Simulation")
       .def(nb::init<const std::string&, const std::string&, std::size_t, std::size_t, const nb::dict&>(), nb::arg("spec"),
            nb::arg("trace"), nb::arg("reserve_bytes"), nb::arg("max_samples"), nb::arg("energy"))

@@ -1,0 +1,119 @@
+#include "Emit.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+
+namespace heapkit::sim {
+namespace {
+
+const char* kClasses[] = {"Ranges", "Strict", "Exact"};
+const char* kStructures[] = {"SinglyLinked", "DoublyLinked", "SizeTree"};
+const char* kFits[] = {"First", "Next", "Best", "Exact", "Worst"};
+const char* kOrders[] = {"Lifo", "Fifo", "Address", "Size"};
+const char* kHeaders[] = {"SizeWord8", "SizeWord16", "BoundaryTags"};
+const char* kCoalescing[] = {"None", "Immediate", "Deferred"};
+const char* kBuddyKinds[] = {"Binary", "Fibonacci", "Weighted", "Double"};
+
+std::string bytes(std::size_t n) { return n == SIZE_MAX ? "heapkit::kNoBound" : std::to_string(n); }
+std::string flag(bool b) { return b ? "true" : "false"; }
+
+bool isIdentifier(const std::string& name) {
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
+  for (char c : name)
+    if (!(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) return false;
+  return true;
+}
+
+std::string freeListConfig(const std::string& name, const SegregatedFitConfig& c) {
+  std::string bounds;
+  for (std::size_t i = 0; i < c.classCount; ++i) {
+    if (i != 0) bounds += ", ";
+    bounds += c.classBounds[i] == SIZE_MAX ? "SIZE_MAX" : std::to_string(c.classBounds[i]);
+  }
+  return "struct " + name + " {\n"
+         "  static constexpr heapkit::SizeClasses classes = heapkit::SizeClasses::" + kClasses[int(c.classes)] + ";\n"
+         "  static constexpr std::size_t classBounds[] = {" + bounds + "};  // block lengths\n"
+         "  static constexpr std::size_t classCount = " + std::to_string(c.classCount) + ";\n"
+         "  static constexpr std::size_t exactMaxBytes = " + std::to_string(c.exactMaxBytes) + ";\n"
+         "  static constexpr bool searchLargerClasses = " + flag(c.searchLargerClasses) + ";\n"
+         "  static constexpr bool perClassChunks = " + flag(c.perClassChunks) + ";\n"
+         "  static constexpr heapkit::ListStructure structure = heapkit::ListStructure::" + kStructures[int(c.structure)] + ";\n"
+         "  static constexpr heapkit::ListFit fit = heapkit::ListFit::" + kFits[int(c.fit)] + ";\n"
+         "  static constexpr heapkit::ListOrder order = heapkit::ListOrder::" + kOrders[int(c.order)] + ";\n"
+         "  static constexpr heapkit::HeaderLayout header = heapkit::HeaderLayout::" + kHeaders[int(c.header)] + ";\n"
+         "  static constexpr bool split = " + flag(c.split) + ";\n"
+         "  static constexpr heapkit::Coalescing coalescing = heapkit::Coalescing::" + kCoalescing[int(c.coalescing)] + ";\n"
+         "  static constexpr bool trim = " + flag(c.trim) + ";\n"
+         "  static constexpr bool region = " + flag(c.region) + ";\n"
+         "  static constexpr std::size_t chunkBytes = " + std::to_string(c.chunkBytes) + ";\n"
+         "  static constexpr std::size_t maxChunkBytes = " + std::to_string(c.maxChunkBytes) + ";\n"
+         "  static constexpr unsigned chunkGrowthPercent = " + std::to_string(c.chunkGrowthPercent) + ";\n"
+         "};\n";
+}
+
+std::string buddyConfig(const std::string& name, const BuddyConfig& b) {
+  return "struct " + name + " {\n"
+         "  static constexpr heapkit::BuddyKind kind = heapkit::BuddyKind::" + kBuddyKinds[int(b.kind)] + ";\n"
+         "  static constexpr std::size_t minBlockBytes = " + std::to_string(b.minBlockBytes) + ";\n"
+         "  static constexpr std::size_t areaBytes = " + std::to_string(b.areaBytes) + ";\n"
+         "  static constexpr bool coalesce = " + flag(b.coalesce) + ";\n"
+         "  static constexpr bool trim = " + flag(b.trim) + ";\n"
+         "};\n";
+}
+
+}  // namespace
+
+std::string emitHeader(const ParsedSpec& spec, const std::string& ns, const std::string& source) {
+  if (!isIdentifier(ns)) throw SpecError("'" + ns + "' is not a C++ identifier to name the design's namespace");
+  const DmmSpec& dmm = spec.dmm;
+  std::string configs, ranges, includes = "#include <cstddef>\n#include <cstdint>\n\n#include <heapkit/dmm/StaticDmmHeap.h>\n";
+  bool freeLists = false, buddy = false, kingsley = false, lea = false;
+  for (std::size_t i = 0; i < dmm.count; ++i) {
+    const AllocatorSpec& a = dmm.allocators[i];
+    std::string index = std::to_string(i);
+    std::string range = "    heapkit::SizeRange<" + std::to_string(a.minExclusive) + ", " + bytes(a.maxInclusive) + ", ";
+    std::string comment = "// allocator " + index + ": " + kMechanismNames[std::size_t(a.mechanism)] + ", requests in (" +
+                          std::to_string(a.minExclusive) + ", " +
+                          (a.maxInclusive == SIZE_MAX ? std::string("no bound") : std::to_string(a.maxInclusive)) + "]\n";
+    if (a.mechanism == Mechanism::Kingsley) {
+      kingsley = true;
+      ranges += range + "heapkit::KingsleyHeap>";
+      configs += comment + "//   heapkit::KingsleyHeap<Top>\n\n";
+    } else if (a.mechanism == Mechanism::Lea) {
+      lea = true;
+      ranges += range + "heapkit::LeaHeap>";
+      configs += comment + "//   heapkit::LeaHeap<Top>\n\n";
+    } else if (isBuddy(a.mechanism)) {
+      buddy = true;
+      configs += comment + buddyConfig("Allocator" + index + "Config", a.buddy) + "template <class Top>\nusing Allocator" +
+                 index + " = heapkit::BuddyHeap<Allocator" + index + "Config, Top>;\n\n";
+      ranges += range + "Allocator" + index + ", Allocator" + index + "Config>";
+    } else {
+      freeLists = true;
+      configs += comment + freeListConfig("Allocator" + index + "Config", a.freeLists) + "template <class Top>\nusing Allocator" +
+                 index + " = heapkit::SegregatedFitHeap<Allocator" + index + "Config, Top>;\n\n";
+      ranges += range + "Allocator" + index + ", Allocator" + index + "Config>";
+    }
+    ranges += i + 1 < dmm.count ? ",\n" : "";
+  }
+  if (freeLists) includes += "#include <heapkit/general/SegregatedFitHeap.h>\n";
+  if (buddy) includes += "#include <heapkit/general/BuddyHeap.h>\n";
+  if (kingsley) includes += "#include <heapkit/general/KingsleyHeap.h>\n";
+  if (lea) includes += "#include <heapkit/general/LeaHeap.h>\n";
+  std::string fallback = dmm.fallback == DmmSpec::kFallbackToOs ? "heapkit::kFallbackToOs" : std::to_string(dmm.fallback);
+  return "// " + (spec.name.empty() ? std::string("A DMM design") : "The DMM design \"" + spec.name + "\"") +
+         ", written by `heapkit emit` from " + source + ".\n"
+         "// The layers the simulator ran, with the spec's values as compile-time constants:\n"
+         "//   " + ns + "::Dmm<heapkit::RealMemory>       the design over real memory (as libheapkit-dmm.so runs it)\n"
+         "//   " + ns + "::Dmm<heapkit::SimulatedMemory>  the same over simulated memory, counting work\n"
+         "// Normalised spec: " + spec.normalized + "\n"
+         "#pragma once\n\n" + includes + "\nnamespace " + ns + " {\n\n" + configs +
+         "// Requests above the last range: " +
+         (dmm.fallback == DmmSpec::kFallbackToOs ? std::string("pages of their own from the arena")
+                                                 : "allocator " + std::to_string(dmm.fallback)) +
+         ".\ntemplate <class Memory = heapkit::RealMemory>\nusing Dmm = heapkit::StaticDmmHeap<Memory, " + fallback +
+         ",\n" + ranges + ">;\n\n}  // namespace " + ns + "\n";
+}
+
+}  // namespace heapkit::sim

@@ -1,0 +1,16 @@
+// `heapkit emit`: a DMM spec as a readable C++ header, the heap-layers type expression of
+// the design with the spec's values as compile-time constants (StaticDmmHeap over the
+// same layers the simulator ran). Written here, from the parsed spec, so the constants are
+// the very values the simulator used.
+#pragma once
+
+#include <string>
+
+#include "Spec.h"
+
+namespace heapkit::sim {
+
+// The header's text; its types live in `namespaceName` (a C++ identifier).
+std::string emitHeader(const ParsedSpec& spec, const std::string& namespaceName, const std::string& source);
+
+}  // namespace heapkit::sim
