@@ -138,13 +138,15 @@ _CMAKE = """# Link the {name} allocator (built by `heapkit build` from {source})
 # The program's malloc family (and operator new/delete) then comes from lib{name}.a, and is
 # exported so that libraries the program loads use it too.
 find_package(Threads REQUIRED)
+set(HEAPKIT_{ident}_DIR "${{CMAKE_CURRENT_LIST_DIR}}")
 add_library({ident}_allocator STATIC IMPORTED)
+# The allocator is C++ (operator new and delete live in it too): its runtime comes along.
 set_target_properties({ident}_allocator PROPERTIES
-  IMPORTED_LOCATION "${{CMAKE_CURRENT_LIST_DIR}}/lib{name}.a"
-  INTERFACE_LINK_LIBRARIES Threads::Threads)
+  IMPORTED_LOCATION "${{HEAPKIT_{ident}_DIR}}/lib{name}.a"
+  INTERFACE_LINK_LIBRARIES "Threads::Threads;stdc++")
 function(heapkit_link_{ident} target)
   target_link_libraries(${{target}} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,{ident}_allocator>")
-  target_link_options(${{target}} PRIVATE "LINKER:--dynamic-list=${{CMAKE_CURRENT_LIST_DIR}}/malloc_family.dynlist")
+  target_link_options(${{target}} PRIVATE "LINKER:--dynamic-list=${{HEAPKIT_{ident}_DIR}}/malloc_family.dynlist")
 endfunction()
 """
 

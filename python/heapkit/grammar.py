@@ -209,8 +209,9 @@ def generate(top_sizes: Sequence[tuple[int, int]], max_size: int) -> Grammar:
     rule("<bound>", *[str(b) for b in small_bounds])
     rule("<general>", '{"upto": null, <general-mechanism> }', *PRESET_ALTERNATIVES.values(),
          '{"upto": null, "mechanism": "os"}')
-    rule("<part-mechanism>", "<fits>", "<strict>", "<simple>", "<exact>", "<buddy>", '"mechanism": "kingsley"')
-    rule("<general-mechanism>", "<fits>", '"mechanism": "kingsley"', '"mechanism": "lea"', "<buddy>")
+    rule("<part-mechanism>", "<fits>", "<strict>", "<simple>", "<exact>", "<buddy>", '"mechanism": "kingsley"', "<region>")
+    rule("<general-mechanism>", "<fits>", '"mechanism": "kingsley"', '"mechanism": "lea"', "<buddy>", "<region>")
+    rule("<region>", '"mechanism": "region", "header": <header> , <chunk>')
     rule("<fits>", '"mechanism": "segregated_lists", "classes": <class-count> , <fit-policy>',
          f'"mechanism": "segregated_fit", "class_sizes": {classes} , <fit-policy>')
     rule("<class-count>", "4", "6", "8", "10", "12", "16")

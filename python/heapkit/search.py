@@ -315,12 +315,12 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
     try:
         while generation < generations:
             pop = select(pop, population)
-            parents = tools.selTournamentDCD(pop, population) if weights is None and population % 4 == 0 \
-                else [rng.choice(pop) for _ in range(population)]
-            offspring = [_make(fitness_class, list(p)) for p in parents]
-            with _seeded(rng):
+            with _seeded(rng):  # every draw, DEAP's included, from the search's generator
+                parents = tools.selTournamentDCD(pop, population) if weights is None and population % 4 == 0 \
+                    else [random.choice(pop) for _ in range(population)]
+                offspring = [_make(fitness_class, list(p)) for p in parents]
                 for a, b in zip(offspring[::2], offspring[1::2]):
-                    if rng.random() < crossover and len(a) > 1 and len(b) > 1:
+                    if random.random() < crossover and len(a) > 1 and len(b) > 1:
                         tools.cxOnePoint(a, b)
                 for individual in offspring:
                     tools.mutUniformInt(individual, 0, 255, indpb=mutation)

@@ -1,0 +1,237 @@
+"""The design search and code generation: the grammar, grammatical evolution's mapping, the
+search itself (dominating the presets, resuming), and designs built into allocators that
+run real programs and measure as predicted."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import heapkit
+from heapkit import build as hb
+from heapkit import search as hs
+from heapkit.grammar import Grammar, GrammarError, design_from_text, generate, generate_for_trace
+
+
+def run(cli, *args, **kw):
+    return subprocess.run([*cli, *map(str, args)], capture_output=True, text=True, **kw)
+
+
+@pytest.fixture(scope="module")
+def churn_trace(programs, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("search") / "churn.hkt"
+    heapkit.record([str(programs["churn"]), "20000"], out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def build_then_exit_trace(tmp_path_factory) -> Path:
+    """A program that builds its data (30000 objects of 24, 40 and 72 bytes) and frees it
+    all only at the end. By construction a region dominates every preset there: it does
+    less work (no list to search or fill) and packs the objects as tightly as the best of
+    them (an 8-byte header, small chunks), since nothing is freed for anyone to reuse."""
+    folder = tmp_path_factory.mktemp("build")
+    rng = random.Random(5)
+    lines, t = [], 0
+    addresses = [0x10000 + 128 * i for i in range(30000)]
+    for a in addresses:
+        lines.append(f"{t} new {hex(a)} {rng.choice([40, 40, 40, 72, 24])}")
+        t += 1
+    for a in addresses:
+        lines.append(f"{t} delete {hex(a)}")
+        t += 1
+    log = folder / "build.txt"
+    log.write_text("\n".join(lines) + "\n")
+    out = folder / "build.hkt"
+    heapkit.import_log(log, out)
+    return out
+
+
+# ---- the grammar and the mapping ---------------------------------------------------------------
+
+def test_every_derivation_of_a_generated_grammar_is_a_valid_spec(churn_trace):
+    grammar = generate_for_trace(churn_trace)
+    reparsed = Grammar.parse(grammar.to_text(header="round trip"))
+    assert reparsed.rules == grammar.rules
+    rng = random.Random(3)
+    mechanisms, finished = set(), 0
+    for _ in range(3000):
+        genome = [rng.randrange(256) for _ in range(rng.randint(4, 80))]
+        text = grammar.derive(genome)
+        if text is None:
+            continue
+        spec = design_from_text(text)  # raises SpecError if the grammar derived an invalid design
+        mechanisms.update(a["mechanism"] for a in spec.allocators)
+        finished += 1
+    assert finished > 2500
+    assert {"kingsley", "lea", "segregated_lists", "segregated_fit", "strict_segregated_fit",
+            "simple_segregated_storage", "exact_segregated_fit", "binary_buddy", "fibonacci_buddy",
+            "weighted_buddy", "double_buddy"} <= mechanisms
+
+
+def test_the_grammar_follows_the_profile():
+    grammar = generate([(48, 9000), (24, 5000), (50, 10), (4000, 3)], max_size=70000)
+    text = grammar.to_text()
+    assert "[24, 48, 4000]" in text  # hot sizes as classes; 50 shares 48's 16-byte block: left out
+    assert "<bound> ::= 24 | 48 | 64 | 128 | 256 | 512 | 1024 | 2048 | 4000 | 4096" in text
+    assert "| 65536\n" in text  # powers of two up to the largest request, 70000
+
+
+MINI = """
+<s> ::= <a> <b> | x
+<a> ::= 1 | 2 | 3
+<b> ::= <a> | y
+"""
+
+
+def test_mapping_hand_made_genomes():
+    g = Grammar.parse(MINI)
+    # <s>: 2 choices, <a>: 3, <b>: 2. Codons are taken modulo the number of choices.
+    assert g.derive([0, 2, 1]) == "3y"        # <s>=0 -> <a>=2 -> "3", <b>=1 -> "y"
+    assert g.derive([4, 3, 0, 7]) == "12"     # 4%2=0, 3%3=0 -> "1", 0%2=0 -> <a>, 7%3=1 -> "2"
+    assert g.derive([1]) == "x"
+    # Wrapping: <s>=0, <a>=1%3 -> "2", then codon 0 again: <b>=0 -> <a>, then codon 1: 1%3 -> "2".
+    assert g.derive([0, 1]) == "22"
+    assert g.derive([]) is None
+    assert g.derive([0], max_wraps=0) is None  # one codon cannot finish <s> <a> <b> without wrapping
+    assert g.genome_for("3y") == [0, 2, 1]
+    assert g.genome_for("z") is None
+    with pytest.raises(GrammarError, match="<c>, which no rule defines"):
+        Grammar.parse("<s> ::= <c>")
+    with pytest.raises(GrammarError, match=":2: expected"):
+        Grammar.parse("<s> ::= a\nnot a rule")
+
+
+def test_presets_are_seeded_as_genomes(churn_trace):
+    grammar = generate_for_trace(churn_trace)
+    seeds = hs.seed_genomes(grammar)
+    assert set(seeds) == {"KNG", "LEA", "FIB", "S10"}
+    for name, genome in seeds.items():
+        assert design_from_text(grammar.derive(genome)).key == heapkit.preset(name).key
+
+
+# ---- the search -----------------------------------------------------------------------------
+
+def test_a_small_search_finds_a_design_dominating_every_preset(build_then_exit_trace, tmp_path):
+    region = {"format": "heapkit-dmm/1", "allocators": [
+        {"range": [0, None], "mechanism": "region", "header": "size8", "chunk": {"bytes": 16384}}]}
+    known = heapkit.simulate(build_then_exit_trace, [region, *heapkit.PRESETS])
+    assert all(hs.dominates([known[0].work, known[0].peak_footprint], [p.work, p.peak_footprint]) for p in known[1:])
+    result = hs.search(build_then_exit_trace, tmp_path / "out", objectives=("work", "footprint"), population=24,
+                       generations=12, seed=4, cache=tmp_path / "cache.sqlite", threads=2)
+    presets = list(result.presets.values())
+    winners = [d for d in result.front
+               if all(hs.dominates([d.objective("work"), d.objective("footprint")],
+                                   [p.objective("work"), p.objective("footprint")]) for p in presets)]
+    assert winners, [(d.spec.name, d.objectives) for d in result.front]
+    # Every number the search reports can be reproduced with the simulator.
+    again = heapkit.simulate(build_then_exit_trace, winners[0].spec)[0]
+    assert (again.work, again.peak_footprint) == (winners[0].metrics["work"], winners[0].metrics["peak_footprint"])
+    assert result.history[-1]["hypervolume"] >= result.history[0]["hypervolume"] > 0
+    assert result.cache_hits > 0
+
+
+def test_resume_gives_the_same_front_as_an_uninterrupted_run(churn_trace, tmp_path):
+    settings = dict(objectives=("work", "footprint"), population=12, seed=9, cache=tmp_path / "cache.sqlite", threads=1)
+    whole = hs.search(churn_trace, tmp_path / "whole", generations=6, **settings)
+    hs.search(churn_trace, tmp_path / "parts", generations=3, **settings)
+    resumed = hs.search(churn_trace, tmp_path / "parts", generations=6, resume=True, **settings)
+    assert [(d.spec.key, d.objectives) for d in resumed.front] == [(d.spec.key, d.objectives) for d in whole.front]
+    assert [h["hypervolume"] for h in resumed.history] == [h["hypervolume"] for h in whole.history]
+    with pytest.raises(ValueError, match="other settings"):
+        hs.search(churn_trace, tmp_path / "parts", generations=6, resume=True, **dict(settings, seed=10))
+
+
+def test_cli_search_writes_the_front(churn_trace, tmp_path, heapkit_cli):
+    grammar = tmp_path / "g.bnf"
+    assert run(heapkit_cli, "grammar", churn_trace, "-o", grammar).returncode == 0
+    done = run(heapkit_cli, "search", churn_trace, "-o", tmp_path / "out", "--grammar", grammar, "--population", 8,
+               "--generations", 2, "--objectives", "work,footprint", "--cache", tmp_path / "c.sqlite", "--sample", 20000,
+               env=dict(os.environ, COLUMNS="300"))
+    assert done.returncode == 0, done.stderr
+    front = json.loads((tmp_path / "out" / "front.json").read_text())
+    assert front["designs"] and set(front["references"]) == {"KNG", "LEA", "glibc"}
+    for design in front["designs"]:
+        assert heapkit.load_spec(design["spec_file"]).key == design["key"]
+    assert "front of" in done.stdout and "footprint / glibc" in done.stdout
+    bad = run(heapkit_cli, "search", churn_trace, "--objectives", "speed", "-o", tmp_path / "x")
+    assert bad.returncode == 1 and "unknown objective 'speed'" in bad.stderr
+
+
+def test_weighted_single_objective(churn_trace, tmp_path):
+    result = hs.search(churn_trace, tmp_path, objectives=("work", "footprint"), weights=(0.5, 0.5), population=8,
+                       generations=2, seed=2, cache=tmp_path / "c.sqlite")
+    kng = result.presets["KNG"]
+    best = result.front[0]
+    score = lambda d: 0.5 * d.objective("work") / kng.objective("work") + 0.5 * d.objective("footprint") / kng.objective("footprint")  # noqa: E731
+    assert score(best) <= min(score(p) for p in result.presets.values())
+
+
+# ---- emit and build ---------------------------------------------------------------------------
+
+def test_emitted_header_compiles_alone_under_werror(tmp_path):
+    header = hb.emit(heapkit.preset("BOX"), tmp_path / "box.h")
+    source = tmp_path / "use.cpp"
+    source.write_text('#include "box.h"\n#include <heapkit/wrapper/ANSIWrapper.h>\n'
+                      "int main() { heapkit::ANSIWrapper<box::Dmm<>> heap; void* p = heap.malloc(100);\n"
+                      "  heap.free(p); return heap.peakBytesHeld() > 0 ? 0 : 1; }\n")
+    compiled = subprocess.run([hb.compiler(), "-std=c++20", "-Wall", "-Wextra", "-Werror", f"-I{hb.INCLUDE_DIR}",
+                               f"-I{tmp_path}", str(source), "-o", str(tmp_path / "use")], capture_output=True, text=True)
+    assert compiled.returncode == 0, compiled.stderr
+    assert subprocess.run([str(tmp_path / "use")]).returncode == 0
+    assert "struct Allocator1Config" in header.read_text()
+
+
+@pytest.mark.parametrize("name", ["S10", "BOX", "FIB"])
+def test_built_library_measures_as_predicted_and_runs_real_programs(churn_trace, programs, tmp_path, name):
+    result = hb.build(heapkit.preset(name), tmp_path / f"lib{name.lower()}.so")
+    v = hb.verify(result, churn_trace, runs=1)
+    assert v.footprint_matches, (v.predicted_footprint, v.measured_footprint)
+    env = dict(os.environ, LD_PRELOAD=str(result.shared_library))
+    expected = subprocess.run([programs["churn"], "20000"], capture_output=True, text=True, check=True).stdout
+    done = subprocess.run([programs["churn"], "20000"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and done.stdout == expected
+    done = subprocess.run([programs["known"]], env=env)  # every C entry point
+    assert done.returncode == 0
+    script = "import json, zlib; d = {str(i): list(range(i % 50)) for i in range(20000)}; " \
+             "print(zlib.crc32(json.dumps(d).encode()))"
+    plain = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and done.stdout == plain, done.stderr
+    maps = subprocess.run(["sh", "-c", "cat /proc/self/maps"], capture_output=True, text=True, env=env).stdout
+    assert result.shared_library.name in maps
+
+
+def test_static_library_links_into_a_program_with_the_cmake_snippet(tmp_path):
+    result = hb.build(heapkit.preset("S10"), tmp_path / "dist" / "libs10.so")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.24)\nproject(uses_s10 C)\n"
+        f"include({result.cmake_snippet})\nadd_executable(app main.c)\nheapkit_link_s10(app)\n")
+    (project / "main.c").write_text(
+        "#include <malloc.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
+        "int main(void) { char* p = malloc(100); strcpy(p, \"linked\");\n"
+        "  printf(\"%s %zu\\n\", p, malloc_usable_size(p)); free(p); return 0; }\n")
+    build_dir = tmp_path / "build"
+    for cmd in (["cmake", "-S", str(project), "-B", str(build_dir), "-G", "Ninja"], ["cmake", "--build", str(build_dir)]):
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+    out = subprocess.run([str(build_dir / "app")], capture_output=True, text=True, check=True).stdout
+    # S10 gives 100 bytes a 112-byte block with an 8-byte boundary tag: 104 usable bytes
+    # (glibc would say 104 too, so also check the symbol came from the static library).
+    assert out == "linked 104\n"
+    symbols = subprocess.run(["nm", str(build_dir / "app")], capture_output=True, text=True).stdout
+    assert " T malloc" in symbols
+
+
+def test_build_reports_a_compiler_error_in_one_message(tmp_path, monkeypatch):
+    monkeypatch.setenv("CXX", "false")
+    with pytest.raises(hb.BuildError, match="compiling libx.so failed"):
+        hb.build(heapkit.preset("KNG"), tmp_path / "libx.so")
