@@ -530,6 +530,97 @@ def build(spec: Path, output: Path, trace: Path | None, runs: int) -> None:
         sys.exit(1)
 
 
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("tune"),
+              show_default=True, help="Where the trace, specs, libraries, headers and report.html go.")
+@click.option("--population", type=click.IntRange(min=4), default=24, show_default=True)
+@click.option("--generations", type=click.IntRange(min=1), default=12, show_default=True)
+@click.option("--objectives", default="work,footprint,energy", show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("-n", "--runs", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Runs of each replay and of the program under each allocator (medians).")
+@click.option("--designs", type=click.IntRange(min=1, max=8), default=3, show_default=True,
+              help="Designs of the front to build and verify.")
+@click.option("--cache", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("-j", "--threads", type=click.IntRange(min=1), default=None)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def tune(out_dir: Path, population: int, generations: int, objectives: str, seed: int, runs: int, designs: int,
+         cache: Path | None, threads: int | None, command: tuple[str, ...]) -> None:
+    """Take a program to its own allocator: record it, simulate the presets, search, build the
+    best designs, verify them (replay and the program itself, against glibc, jemalloc,
+    mimalloc and heapkit's libraries) and write OUTPUT/report.html. Rerun to continue an
+    interrupted tuning. Usage: heapkit tune [-o DIR] -- CMD ARGS"""
+    from heapkit import tune as ht
+
+    chosen = tuple(o.strip() for o in objectives.split(",") if o.strip())
+    with console.status("tuning", spinner="dots") as status:
+        result = ht.tune(command, out_dir, population=population, generations=generations, objectives=chosen,
+                         seed=seed, runs=runs, designs=designs, cache=cache, threads=threads,
+                         progress=lambda stage, message: status.update(escape(f"{stage}: {message}")))
+    table = Table(title=escape(f"{' '.join(command)}: the program under each allocator (medians of {runs})"))
+    for column in ("allocator", "time", "peak RSS", "time / glibc", "RSS / glibc", "same output"):
+        table.add_column(column, justify="right")
+    glibc = result.program[0]
+    for r in result.program:
+        table.add_row(escape(r["allocator"]), f"{r['seconds']:.3f} s", _bytes(r["peak_rss"]),
+                      f"{r['seconds'] / glibc['seconds']:.2f}", f"{r['peak_rss'] / glibc['peak_rss']:.2f}",
+                      "yes" if r["same_output"] else "[red]NO[/red]")
+    out.print(table)
+    best = result.best
+    measured = best["measured"]
+    out.print(escape(f"chosen: {best['name']} ({' + '.join(a['mechanism'] for a in best['spec']['allocators'])}); "
+                     f"predicted footprint {measured.get('predicted_footprint', 0):,} B, built heap held "
+                     f"{measured.get('heap_peak_bytes_held', 0):,} B"), highlight=False, soft_wrap=True)
+    library = out_dir.resolve() / "designs" / best["name"] / f"lib{best['name']}.so"
+    out.print(escape(f"report: {result.report.resolve()}"), highlight=False, soft_wrap=True)
+    out.print(escape(f"use it: LD_PRELOAD={library} {' '.join(command)}"), highlight=False, soft_wrap=True)
+    stages = ", ".join(f"{k} {v:.1f} s" for k, v in result.stage_seconds.items())
+    console.print(escape(f"stages: {stages}"), highlight=False, soft_wrap=True)
+
+
+@main.command()
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def report(directory: Path) -> None:
+    """Regenerate DIRECTORY/report.html from what `heapkit tune` left there."""
+    from heapkit.tune import write_tune_report
+
+    out.print(escape(f"wrote {write_tune_report(directory)}"), highlight=False, soft_wrap=True)
+
+
+@main.command()
+@click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("designs", nargs=-1, required=True)
+@click.option("-n", "--runs", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the comparison as an HTML report.")
+def compare(trace: Path, designs: tuple[str, ...], runs: int, report_path: Path | None) -> None:
+    """Compare DESIGNS on TRACE, simulated and measured side by side: each a spec file, a preset
+    (KNG, FIB, S10, EXA, LEA, BOX) or a real allocator (glibc, jemalloc, mimalloc, heapkit, lea,
+    kingsley, a .so path)."""
+    from heapkit import report as hr
+    from heapkit.compare import compare as run_compare
+
+    rows = run_compare(trace, designs, runs=runs)
+    table = Table(title=escape(f"{trace}: simulated and measured (medians of {runs})"))
+    for column in ("design", "work", "predicted footprint", "energy", "replay time", "bytes held", "resident growth"):
+        table.add_column(column, justify="right")
+    for r in rows:
+        sim = r.get("simulated")
+        table.add_row(escape(r["name"]), f"{sim['work']:,}" if sim else "-",
+                      f"{sim['peak_footprint']:,}" if sim else "-", f"{sim['energy_nj'] / 1e6:.3f} mJ" if sim else "-",
+                      f"{r['seconds'] * 1e3:.2f} ms", f"{r['heap_peak_bytes_held']:,}" if r.get("heap_peak_bytes_held") else "-",
+                      _bytes(r["footprint"]))
+    out.print(table)
+    if report_path is not None:
+        hr.write({"title": f"heapkit compare: {trace}",
+                  "designs": [hr.design_entry(r["name"], "spec", r["simulated"], show_map=True) for r in rows if r.get("simulated")],
+                  "measured": [{"name": r["name"], "kind": "built" if r.get("simulated") else "allocator",
+                                "seconds": r["seconds"], "footprint": r["footprint"], "peak_rss": r["peak_rss"],
+                                "predicted_footprint": r["simulated"]["peak_footprint"] if r.get("simulated") else None,
+                                "heap_peak_bytes_held": r.get("heap_peak_bytes_held")} for r in rows]}, report_path)
+        out.print(escape(f"report: {report_path}"), highlight=False, soft_wrap=True)
+
+
 @main.command()
 @click.argument("specs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 def validate(specs: tuple[str, ...]) -> None:

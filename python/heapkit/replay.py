@@ -74,6 +74,7 @@ class ReplayRun:
     peak_rss_bytes: int
     failed_allocations: int
     heap_peak_bytes_held: Optional[int] = None  # a spec: design's own footprint, as the simulator counts it
+    footprint_samples: Optional[list] = None  # (operation, resident growth) when asked for
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,7 @@ def replay(
     runs: int = 3,
     touch: bool = True,
     on_run: Optional[Callable[[int, int], None]] = None,
+    footprint_samples: int = 0,
 ) -> ReplayResult:
     """Replays ``trace`` ``runs`` times on ``allocator``, each run a fresh process.
 
@@ -164,4 +166,12 @@ def replay(
                                      data.get("heap_peak_bytes_held")))
         if on_run:
             on_run(i + 1, runs)
+    if footprint_samples > 0:
+        done = subprocess.run(cmd + ["--footprint-samples", str(footprint_samples)], env=env, capture_output=True,
+                              text=True)
+        if done.returncode == 0:
+            samples = json.loads(done.stdout.strip().splitlines()[-1]).get("footprint_samples")
+            first = result.runs[0]
+            result.runs[0] = ReplayRun(first.seconds, first.ns_per_op, first.footprint_bytes, first.peak_rss_bytes,
+                                       first.failed_allocations, first.heap_peak_bytes_held, samples)
     return result

@@ -33,6 +33,7 @@ from typing import Callable, Optional, Sequence
 
 from deap import base, tools
 import moocore
+import numpy as np
 
 from heapkit import simulator
 from heapkit.dmm import Spec
@@ -186,14 +187,14 @@ def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
 
 
 def non_dominated(designs: Sequence[Design], objectives: Sequence[str]) -> list[Design]:
-    points = [[d.objective(o) for o in objectives] for d in designs]
-    front = []
-    for i, p in enumerate(points):
-        if p[0] >= INFEASIBLE:
-            continue
-        if not any(dominates(q, p) for j, q in enumerate(points) if j != i):
-            if not any([d.objective(o) for o in objectives] == p for d in front):
-                front.append(designs[i])
+    """The designs no other design dominates (feasible ones only; one of each point), by
+    moocore's O(n log n) sweep."""
+    feasible = [d for d in designs if d.objective(objectives[0]) < INFEASIBLE]
+    if not feasible:
+        return []
+    points = np.array([[d.objective(o) for o in objectives] for d in feasible], dtype=float)
+    keep = moocore.is_nondominated(points, keep_weakly=False)
+    front = [d for d, k in zip(feasible, keep) if k]
     return sorted(front, key=lambda d: [d.objective(o) for o in objectives])
 
 

@@ -1,4 +1,4 @@
-// heapkit-replay TRACE [--no-touch] [--spec FILE [--counted]]: performs a trace's
+// heapkit-replay TRACE [--no-touch] [--footprint-samples N] [--spec FILE [--counted]]: performs a trace's
 // operations, in trace order on one thread, against the process's malloc (or, with --spec,
 // against that DMM design running as a real allocator in this process, its
 // ANSIWrapper<DmmHeap<RealMemory>> called directly), and prints one line of JSON:
@@ -8,7 +8,8 @@
 //   leaves the C library's, which the caller must not report as the library's figures);
 //   with --spec also heap_peak_bytes_held and heap_end_bytes_held (the design's own
 //   footprint, which the simulator predicts to the byte), and with --counted its work
-//   counts (steps, reads, writes: counting compiled in, so slower).
+//   counts (steps, reads, writes: counting compiled in, so slower); with --footprint-samples,
+//   the resident set's growth at N points of the replay (footprint over time).
 // The trace is decoded into memory first, so decoding is not timed; footprint is the peak
 // resident set during the replay minus the resident set before it (the decoded operations
 // and the object table). Each allocated object gets one byte written per page, as a program
@@ -19,6 +20,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -50,11 +52,13 @@ int main(int argc, char** argv) {
   bool counted = false;
   const char* path = nullptr;
   const char* specPath = nullptr;
-  const char* usage = "usage: heapkit-replay TRACE [--no-touch] [--spec FILE [--counted]]\n";
+  std::uint64_t footprintSamples = 0;
+  const char* usage = "usage: heapkit-replay TRACE [--no-touch] [--footprint-samples N] [--spec FILE [--counted]]\n";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--no-touch") == 0) touchMemory = false;
     else if (std::strcmp(argv[i], "--counted") == 0) counted = true;
     else if (std::strcmp(argv[i], "--spec") == 0 && i + 1 < argc) specPath = argv[++i];
+    else if (std::strcmp(argv[i], "--footprint-samples") == 0 && i + 1 < argc) footprintSamples = std::strtoull(argv[++i], nullptr, 10);
     else if (std::strcmp(argv[i], "--help") == 0 || argv[i][0] == '-' || path != nullptr) {
       std::fputs(usage, stderr);
       return std::strcmp(argv[i], "--help") == 0 ? 0 : 1;
@@ -76,7 +80,18 @@ int main(int argc, char** argv) {
   std::string extraJson;
   if (specPath == nullptr) {
     ProcessMalloc processMalloc;
-    measured = measureReplay(processMalloc, input.ops, slots, touchMemory);
+    if (footprintSamples == 0) {
+      measured = measureReplay(processMalloc, input.ops, slots, touchMemory);
+    } else {
+      MmapVector<std::pair<std::uint64_t, std::uint64_t>> samples;
+      samples.reserve(footprintSamples + 1);
+      std::uint64_t every = input.ops.size() / footprintSamples + 1;
+      measured = measureReplay(processMalloc, input.ops, slots, touchMemory, &samples, every);
+      extraJson = ", \"footprint_samples\": [";
+      for (std::size_t i = 0; i < samples.size(); ++i)
+        extraJson += (i == 0 ? "[" : ", [") + std::to_string(samples[i].first) + ", " + std::to_string(samples[i].second) + "]";
+      extraJson += "]";
+    }
   } else {
     heapkit::sim::ParsedSpec spec;
     try {

@@ -5,6 +5,7 @@
 // built allocator is measured exactly as heapkit-replay measures any other.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -49,13 +50,18 @@ struct MmapAllocator {
 template <class T>
 using MmapVector = std::vector<T, MmapAllocator<T>>;
 
+// The resident set, read with system calls only: no stdio buffer, so sampling it during
+// a replay allocates nothing from the allocator under test.
 inline std::uint64_t residentBytes() {
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char text[128];
+  ssize_t n = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  text[n] = '\0';
   unsigned long pages = 0, resident = 0;
-  if (f != nullptr) {
-    if (std::fscanf(f, "%lu %lu", &pages, &resident) != 2) resident = 0;
-    std::fclose(f);
-  }
+  if (std::sscanf(text, "%lu %lu", &pages, &resident) != 2) return 0;
   return std::uint64_t{resident} * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
@@ -114,14 +120,22 @@ struct Measurement {
 
 // The trace's operations with the same calls and arguments the simulator makes
 // (src/sim/Simulate.cpp), timed, with the resident set before and at the peak.
+// With `samples` (reserved by the caller), the resident set's growth over the baseline is
+// recorded every `sampleEvery` operations: footprint over time (a sampled run is not timed).
 template <class Allocator>
-inline Measurement measureReplay(Allocator& allocator, const MmapVector<ReplayOp>& ops, MmapVector<void*>& slots,
-                          bool touchMemory) {
+Measurement measureReplay(Allocator& allocator, const MmapVector<ReplayOp>& ops, MmapVector<void*>& slots,
+                          bool touchMemory, MmapVector<std::pair<std::uint64_t, std::uint64_t>>* samples = nullptr,
+                          std::uint64_t sampleEvery = 0) {
   Measurement m;
   m.peakReset = resetPeak();
   m.baseline = residentBytes();
   double start = seconds();
+  std::uint64_t done = 0;
   for (const ReplayOp& op : ops) {
+    if (samples != nullptr && ++done % sampleEvery == 0) {
+      std::uint64_t now = residentBytes();
+      samples->emplace_back(done, now > m.baseline ? now - m.baseline : 0);
+    }
     std::uint64_t id = op.idKind >> 8;
     void* object;
     switch (static_cast<Op>(op.idKind & 0xff)) {
