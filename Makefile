@@ -15,20 +15,15 @@ deps:
 configure: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEAPKIT_BUILD_TESTS=ON -DHEAPKIT_BUILD_BENCH=ON
 
-# A short tour: composes heaps and compares them with glibc on allocation-heavy work, records
-# a program, simulates the DMM presets on its trace and runs two of them for real (the
-# "bytes held (design)" column is what the simulator predicted, to the byte).
+# The tour (layers composed and measured against glibc), then the main job: heapkit tune
+# takes a program of this project (the boxed-sim-like workload) to its own allocator:
+# record, simulate, search, build, verify against glibc, jemalloc, mimalloc and heapkit's
+# libraries, and a report. TUNE_ARGS sets the search budget.
+TUNE_ARGS ?= --population 40 --generations 20 -n 3
 demo: configure python
-	cmake --build $(BUILD) -j $(JOBS) --target heapkit-tour
+	cmake --build $(BUILD) -j $(JOBS) --target heapkit-tour heapkit-workload
 	$(BUILD)/examples/heapkit-tour
-	cmake --build $(BUILD) -j $(JOBS) --target heapkit-workload
-	$(VENV)/bin/heapkit record -o $(BUILD)/espresso.hkt -- $(BUILD)/bench/heapkit-workload espresso 30
-	$(VENV)/bin/heapkit stats $(BUILD)/espresso.hkt
-	$(VENV)/bin/heapkit replay $(BUILD)/espresso.hkt -a glibc -a lea -a kingsley -a heapkit -n 3
-	$(VENV)/bin/heapkit simulate $(BUILD)/espresso.hkt --no-map
-	$(VENV)/bin/heapkit replay $(BUILD)/espresso.hkt -n 3 \
-	    -a spec:$$($(VENV)/bin/python -c 'import heapkit.dmm as d; print(d.preset_path("BOX"))') \
-	    -a spec:$$($(VENV)/bin/python -c 'import heapkit.dmm as d; print(d.preset_path("S10"))')
+	$(VENV)/bin/heapkit tune -o $(BUILD)/tune $(TUNE_ARGS) -- $(BUILD)/bench/heapkit-workload boxedsim 4
 
 # Every test, in a release build and in an ASan+UBSan build. ASan's own malloc must return
 # NULL on impossible sizes, as glibc does, for the tests of failure paths.

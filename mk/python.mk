@@ -15,6 +15,7 @@ python: deps $(PY_STAMP)
 $(PY_STAMP): $(PY_SOURCES)
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q "scikit-build-core>=0.10" "nanobind>=2.0" "pytest>=7" "jsonschema>=4"
+	$(VENV)/bin/python -m pip install -q "scikit-build-core>=0.10" "nanobind>=2.0" "pytest>=7" "jsonschema>=4" \
+	    "playwright>=1.40" "ray>=2.9"
 	$(VENV)/bin/python -m pip install -q --no-build-isolation .
 	touch $@

@@ -567,9 +567,10 @@ def tune(out_dir: Path, population: int, generations: int, objectives: str, seed
                       "yes" if r["same_output"] else "[red]NO[/red]")
     out.print(table)
     best = result.best
-    measured = best["measured"]
-    out.print(escape(f"chosen: {best['name']} ({' + '.join(a['mechanism'] for a in best['spec']['allocators'])}); "
-                     f"predicted footprint {measured.get('predicted_footprint', 0):,} B, built heap held "
+    measured, run = best["measured"], best["program"]
+    out.print(escape(f"recommended: {best['name']} ({' + '.join(a['mechanism'] for a in best['spec']['allocators'])}): "
+                     f"{run['seconds'] / glibc['seconds']:.2f}x glibc's time, {run['peak_rss'] / glibc['peak_rss']:.2f}x "
+                     f"its peak RSS; predicted footprint {measured.get('predicted_footprint', 0):,} B, built heap held "
                      f"{measured.get('heap_peak_bytes_held', 0):,} B"), highlight=False, soft_wrap=True)
     library = out_dir.resolve() / "designs" / best["name"] / f"lib{best['name']}.so"
     out.print(escape(f"report: {result.report.resolve()}"), highlight=False, soft_wrap=True)

@@ -234,8 +234,20 @@ def tune(command: Sequence[str], out_dir: str | Path, *, population: int = 24, g
 
     verification = json.loads((out / "verify.json").read_text())
     built = {m["name"]: m for m in verification["measured"] if m["kind"] == "built"}
-    return TuneResult(out, [d | {"measured": built.get(d["name"], {})} for d in chosen], verification["program"],
-                      out / "report.html", state["seconds"])
+    runs = {r["allocator"]: r for r in verification["program"]}
+    ranked = sorted(chosen, key=lambda d: recommendation_key(runs.get(d["name"]), runs["glibc"]))
+    return TuneResult(out, [d | {"measured": built.get(d["name"], {}), "program": runs.get(d["name"], {})}
+                            for d in ranked], verification["program"], out / "report.html", state["seconds"])
+
+
+def recommendation_key(run: dict | None, glibc: dict) -> tuple:
+    """The order in which built designs are recommended: those that ran the program with
+    the same output first, then those within 10% of glibc's time, then by peak resident
+    set, then by time."""
+    if run is None:
+        return (2, 0, 0, 0)
+    return (0 if run["same_output"] else 1, 0 if run["seconds"] <= 1.1 * glibc["seconds"] else 1, run["peak_rss"],
+            run["seconds"])
 
 
 def tune_report_data(out_dir: str | Path) -> dict:
@@ -255,9 +267,10 @@ def tune_report_data(out_dir: str | Path) -> dict:
     programs = verification.get("program", [])
     if programs and chosen_names:
         glibc = programs[0]
-        best = next((p for p in programs if p["allocator"] in chosen_names), None)
+        candidates = [p for p in programs if p["allocator"] in chosen_names]
+        best = min(candidates, key=lambda p: recommendation_key(p, glibc)) if candidates else None
         if best:
-            summary += (f"the chosen design <b>{best['allocator']}</b> runs the program in {best['seconds']:.3f} s "
+            summary += (f"the recommended design <b>{best['allocator']}</b> runs the program in {best['seconds']:.3f} s "
                         f"({best['seconds'] / glibc['seconds']:.2f}x glibc's time) with a peak resident set of "
                         f"{best['peak_rss'] / 2**20:.1f} MiB ({best['peak_rss'] / glibc['peak_rss']:.2f}x glibc's).")
     return {"title": f"heapkit tune: {command or out}", "summary": summary, "profile": profile, "designs": designs,
@@ -269,4 +282,5 @@ def write_tune_report(out_dir: str | Path) -> Path:
     return report.write(tune_report_data(out_dir), Path(out_dir) / "report.html")
 
 
-__all__ = ["PEERS", "TuneError", "TuneResult", "choose", "run_program", "tune", "tune_report_data", "write_tune_report"]
+__all__ = ["PEERS", "TuneError", "TuneResult", "choose", "recommendation_key", "run_program", "tune", "tune_report_data",
+           "write_tune_report"]
