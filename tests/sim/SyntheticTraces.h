@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -15,6 +16,14 @@
 #include "heapkit/trace/Writer.h"
 
 namespace heapkit::sim {
+
+// How much of the heavy randomized checks to run: 1 in a release build; the sanitizer run
+// (`make test-asan`) sets HEAPKIT_TEST_SCALE lower, as its code runs several times slower.
+inline double testScale() {
+  const char* text = std::getenv("HEAPKIT_TEST_SCALE");
+  double scale = text != nullptr ? std::atof(text) : 1.0;
+  return scale > 0 && scale <= 1 ? scale : 1.0;
+}
 
 // ---- synthetic traces -----------------------------------------------------------------
 

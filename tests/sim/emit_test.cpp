@@ -65,7 +65,7 @@ void checkDesign() {
     Emitted heap(std::size_t{16} << 30);  // bare: the checker's realloc(p, 0) is not C's
     testing::ModelChecker<Emitted> checker(heap, 17 + I);
     testing::ModelCheckOptions options;
-    options.operations = 4000;
+    options.operations = static_cast<std::size_t>(4000 * testScale());
     options.maxLiveObjects = 400;
     checker.run(sizes, options);
   }

@@ -183,7 +183,8 @@ std::string randomSpec(std::mt19937_64& rng) {
 TEST(Fidelity, HundredsOfRandomValidSpecsPredictTheRealAllocatorToTheByte) {
   std::mt19937_64 rng(2026);
   std::size_t valid = 0, tried = 0;
-  while (valid < 240 && tried < 20000) {
+  const auto wanted = static_cast<std::size_t>(240 * testScale());
+  while (valid < wanted && tried < 20000) {
     ++tried;
     std::string text = randomSpec(rng);
     ParsedSpec spec;
@@ -197,7 +198,7 @@ TEST(Fidelity, HundredsOfRandomValidSpecsPredictTheRealAllocatorToTheByte) {
     if (HasFailure()) return;
     ++valid;
   }
-  EXPECT_EQ(valid, 240u) << "the generator found too few valid specs";
+  EXPECT_EQ(valid, wanted) << "the generator found too few valid specs";
 }
 
 // ---- KNG and LEA are heapkit's own heaps ----------------------------------------------------

@@ -9,6 +9,7 @@
 
 #include "heapkit/general/SegregatedFitHeap.h"
 #include "heapkit/top/ArenaHeap.h"
+#include "SyntheticTraces.h"
 #include "support/ModelCheck.h"
 
 namespace heapkit {
@@ -78,6 +79,7 @@ void checkConfigurations(std::size_t distribution, std::size_t stride, std::uint
   std::vector<SegregatedFitConfig> configs = validConfigurations();
   ASSERT_GT(configs.size(), 300u);
   testing::SizeDistribution sizes = testing::standardDistributions()[distribution];
+  stride = static_cast<std::size_t>(static_cast<double>(stride) / sim::testScale());
   for (std::size_t i = 0; i < configs.size(); i += stride) {
     SCOPED_TRACE(describe(configs[i]) + " sizes=" + sizes.name);
     Arena arena(std::size_t{1} << 30);
