@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
       if (i == 0 || result.seconds < best) best = result.seconds;
     }
     std::printf("{\"events\": %llu, \"seconds\": %.6f, \"events_per_second\": %.0f, \"peak_footprint\": %zu, \"steps\": %llu}\n",
-                static_cast<unsigned long long>(result.events), best, static_cast<double>(result.events) / best,
+                static_cast<unsigned long long>(result.operations.events), best, static_cast<double>(result.operations.events) / best,
                 result.peakFootprintBytes, static_cast<unsigned long long>(result.counts.steps));
   } catch (const std::exception& error) {
     std::fprintf(stderr, "heapkit-sim-speed: %s\n", error.what());

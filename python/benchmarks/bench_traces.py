@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import resource
 import shutil
 import statistics
@@ -18,6 +17,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from doc_section import replace_section
 
 import heapkit
 from heapkit import _core
@@ -149,14 +150,8 @@ def main() -> None:
     ]
     lines += verdicts(rows, decode)
     lines.append("")
-    text = args.doc.read_text()
     section = "\n".join(lines)
-    pattern = re.compile(r"^## Traces\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section + "\n", text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    args.doc.write_text(text)
+    replace_section(args.doc, "Traces", section)
     print(section)
 
 

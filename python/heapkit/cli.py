@@ -307,8 +307,10 @@ def _specs_from(specs: tuple[str, ...], presets: tuple[str, ...]) -> list[heapki
               help="GiB of address space reserved for each design's simulated heap.")
 @click.option("-j", "--threads", type=click.IntRange(min=1), default=None, help="Designs simulated at once (default: cores).")
 @click.option("--map/--no-map", "show_map", default=True, show_default=True, help="Print each design's DMM map.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write an HTML report (profile, designs, footprint over time, DMM maps).")
 def simulate(trace: Path, specs: tuple[str, ...], presets: tuple[str, ...], json_path: Path | None,
-             energy: Path | None, reserve: int, threads: int | None, show_map: bool) -> None:
+             energy: Path | None, reserve: int, threads: int | None, show_map: bool, report_path: Path | None) -> None:
     """Simulate DMM designs on TRACE: work, metadata accesses, footprint, fragmentation and
     energy of each, and the paper's comparison normalised to Kingsley (KNG, simulated too
     when not asked for)."""
@@ -342,6 +344,15 @@ def simulate(trace: Path, specs: tuple[str, ...], presets: tuple[str, ...], json
     for row in heapkit.normalized_to(results, "KNG"):
         normalized.add_row(escape(row["name"]), f"{row['work']:.3f}", f"{row['footprint']:.3f}", f"{row['energy']:.3f}")
     out.print(normalized)
+    if report_path is not None:
+        from heapkit import report as hr
+
+        hr.write({"title": f"heapkit simulate: {trace}", "profile": heapkit.stats(trace).to_dict(),
+                  "designs": [hr.design_entry(r.name, "preset" if r.spec.source.startswith("preset:") else "spec",
+                                              r.to_dict(), show_map=True) for r in results],
+                  "timeline": {f"{r.name} (simulated)": [list(p) for p in r.footprint_samples] for r in results}},
+                 report_path)
+        console.print(escape(f"report: {report_path}"), highlight=False)
     if show_map:
         for r in results:
             dmm = Table(title=escape(f"DMM map: {r.name}"), title_justify="left")
@@ -428,9 +439,12 @@ def _design_table(title: str, designs, objectives, references: dict[str, dict[st
 @click.option("--energy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="A JSON file overriding the energy model's parameters.")
 @click.option("--no-glibc", is_flag=True, help="Do not replay the trace on glibc for the footprint reference.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write an HTML report (profile, the front, convergence, DMM maps).")
 def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: str, weights: str | None, population: int,
            generations: int, mutation: float, crossover: float, seed: int, resume: bool, cache: Path | None,
-           threads: int | None, cluster: str | None, sample: int | None, energy: Path | None, no_glibc: bool) -> None:
+           threads: int | None, cluster: str | None, sample: int | None, energy: Path | None, no_glibc: bool,
+           report_path: Path | None) -> None:
     """Search the DMM design space for TRACE by grammatical evolution: the Pareto front (or,
     with --weights, the best designs) written to OUTPUT/front.json and OUTPUT/specs/, with a
     table normalised to Kingsley, Lea and glibc's replayed footprint. Ctrl-C stops early and
@@ -479,6 +493,14 @@ def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: st
     out.print(_design_table(f"{trace}: front of {len(result.front)} designs ({result.evaluations} simulations, "
                             f"{result.cache_hits} cache hits, {result.seconds:.0f} s)", result.front, chosen, references))
     out.print(escape(f"front: {paths['front']}; specs in {paths['specs']}"), highlight=False, soft_wrap=True)
+    if report_path is not None:
+        from heapkit import report as hr
+
+        designs = [hr.design_entry(d.spec.name, "front", d.metrics, show_map=i < 3) for i, d in enumerate(result.front)]
+        designs += [hr.design_entry(n, "preset", d.metrics) for n, d in result.presets.items()]
+        hr.write({"title": f"heapkit search: {trace}", "profile": heapkit.stats(trace).to_dict(), "designs": designs,
+                  "history": result.history}, report_path)
+        out.print(escape(f"report: {report_path}"), highlight=False, soft_wrap=True)
 
 
 @main.command()

@@ -34,7 +34,10 @@ def _simulate_batch(trace_bytes: bytes, digest: str, spec_texts: list[str], ener
         partial = folder / f"{digest}.{os.getpid()}.part"
         partial.write_bytes(trace_bytes)
         partial.replace(path)
-    results = simulate(path, [parse_spec(t) for t in spec_texts], energy=energy, threads=1)
+    from heapkit.search import MAX_STEPS_PER_EVENT
+
+    results = simulate(path, [parse_spec(t) for t in spec_texts], energy=energy, threads=1,
+                       max_steps_per_event=MAX_STEPS_PER_EVENT)
     return [metrics_record(r) for r in results]
 
 

@@ -41,6 +41,9 @@ from heapkit.grammar import PRESET_ALTERNATIVES, Grammar, GrammarError, design_f
 
 OBJECTIVES = ("work", "footprint", "energy")
 INFEASIBLE = 1e30
+# Designs needing more steps per operation than this (a long list walked on every free)
+# are abandoned: nothing a search would pick, and they could take hours on a large trace.
+MAX_STEPS_PER_EVENT = 400
 
 
 @dataclass
@@ -50,7 +53,7 @@ class Design:
     genome: Optional[list[int]] = None
 
     def objective(self, name: str) -> float:
-        if self.metrics.get("failed", 0) > 0:
+        if self.metrics.get("failed", 0) > 0 or self.metrics.get("abandoned"):
             return INFEASIBLE
         return float({"work": self.metrics["work"], "footprint": self.metrics["peak_footprint"],
                       "energy": self.metrics["energy_nj"]}[name])
@@ -129,7 +132,7 @@ class Evaluator:
 
     def _simulate_locally(self, specs: list[Spec]) -> list[dict]:
         results = simulator.simulate(self.trace, specs, energy=self.energy, reserve_bytes=self.reserve_bytes,
-                                     threads=self.threads)
+                                     threads=self.threads, max_steps_per_event=MAX_STEPS_PER_EVENT)
         return [metrics_record(r) for r in results]
 
     def evaluate(self, specs: Sequence[Spec]) -> list[dict]:

@@ -71,6 +71,9 @@ class SimulationMetrics:
     seconds: float
     footprint_samples: list[tuple[int, int]] = field(repr=False)
     dmm_map: list[AllocatorUse] = field(repr=False)
+    # Stopped for needing more than max_steps_per_event steps per operation: the figures
+    # cover only the trace's start, and the design counts as infeasible.
+    abandoned: bool = False
 
     @property
     def accesses(self) -> int:
@@ -147,7 +150,8 @@ def _metrics(spec: Spec, trace: str, r: dict[str, Any]) -> SimulationMetrics:
         end_footprint=r["end_footprint"], max_live_bytes=r["max_live_bytes"],
         live_bytes_at_peak=r["live_bytes_at_peak"], usable_bytes_at_peak=r["usable_bytes_at_peak"],
         dynamic_energy_nj=r["dynamic_energy_nj"], static_energy_nj=r["static_energy_nj"], seconds=r["seconds"],
-        footprint_samples=[tuple(s) for s in r["footprint_samples"]], dmm_map=_dmm_map(spec, r["allocators"]))
+        footprint_samples=[tuple(s) for s in r["footprint_samples"]], dmm_map=_dmm_map(spec, r["allocators"]),
+        abandoned=r["abandoned"])
 
 
 # progress(spec_index, bytes_done, bytes_total)
@@ -156,12 +160,14 @@ Progress = Callable[[int, int, int], None]
 
 def simulate(trace: str | Path, specs: SpecLike | Iterable[SpecLike], *, energy: dict[str, float] | None = None,
              reserve_bytes: int = DEFAULT_RESERVE_BYTES, samples: int = 512, threads: int | None = None,
-             progress: Progress | None = None) -> list[SimulationMetrics]:
+             progress: Progress | None = None, max_steps_per_event: int = 0) -> list[SimulationMetrics]:
     """Simulates each design on the trace; one SimulationMetrics per design, in order.
 
     Designs run on up to ``threads`` threads (default: the machine's cores). Raises
     SpecError for a spec that does not validate (before anything runs) and
-    SimulationError for a corrupt trace or a footprint beyond ``reserve_bytes``.
+    SimulationError for a corrupt trace or a footprint beyond ``reserve_bytes``. With
+    ``max_steps_per_event``, a design needing more steps per operation than that is
+    stopped early and marked ``abandoned``.
     """
     if isinstance(specs, (Spec, str, Path, dict)):
         specs = [specs]
@@ -169,7 +175,8 @@ def simulate(trace: str | Path, specs: SpecLike | Iterable[SpecLike], *, energy:
     model = dict(DEFAULT_ENERGY)
     model.update(energy or {})
     trace = str(trace)
-    simulations = [_core.Simulation(d.normalized, trace, reserve_bytes, samples, model) for d in designs]
+    simulations = [_core.Simulation(d.normalized, trace, reserve_bytes, samples, model, max_steps_per_event)
+                   for d in designs]
 
     def run(index: int) -> SimulationMetrics:
         simulation = simulations[index]

@@ -32,7 +32,6 @@ import heapkit
 from heapkit import build as hb
 from heapkit import report
 from heapkit import search as hs
-from heapkit.dmm import Spec
 from heapkit.replay import resolve_allocator
 
 PEERS = ("glibc", "jemalloc", "mimalloc", "heapkit", "lea", "kingsley")

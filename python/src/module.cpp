@@ -376,10 +376,11 @@ heapkit::sim::EnergyModel energyFrom(const nb::dict& energy) {
 class PySimulation {
  public:
   PySimulation(const std::string& specText, const std::string& trace, std::size_t reserveBytes, std::size_t maxSamples,
-               const nb::dict& energy) {
+               const nb::dict& energy, std::uint64_t maxStepsPerEvent) {
     heapkit::sim::SimulationOptions options;
     options.reserveBytes = reserveBytes;
     options.maxSamples = maxSamples;
+    options.maxStepsPerEvent = maxStepsPerEvent;
     options.energy = energyFrom(energy);
     ParsedSpec spec = heapkit::sim::parseSpec(specText);
     simulation_ = std::make_unique<Simulation>(spec, trace, options);
@@ -395,12 +396,12 @@ class PySimulation {
   nb::dict result() const {
     SimulationResult r = simulation_->result();
     nb::dict d;
-    d["events"] = r.events;
-    d["mallocs"] = r.mallocs;
-    d["frees"] = r.frees;
-    d["reallocs"] = r.reallocs;
-    d["aligned"] = r.alignedAllocations;
-    d["failed"] = r.failedRequests;
+    d["events"] = r.operations.events;
+    d["mallocs"] = r.operations.mallocs;
+    d["frees"] = r.operations.frees;
+    d["reallocs"] = r.operations.reallocs;
+    d["aligned"] = r.operations.alignedAllocations;
+    d["failed"] = r.operations.failedRequests;
     d["steps"] = r.counts.steps;
     d["reads"] = r.counts.reads;
     d["writes"] = r.counts.writes;
@@ -408,12 +409,13 @@ class PySimulation {
     d["coalesces"] = r.counts.coalesces;
     d["peak_footprint"] = r.peakFootprintBytes;
     d["end_footprint"] = r.endFootprintBytes;
-    d["max_live_bytes"] = r.maxLiveBytes;
+    d["max_live_bytes"] = r.operations.maxLiveBytes;
     d["live_bytes_at_peak"] = r.liveBytesAtPeak;
     d["usable_bytes_at_peak"] = r.usableBytesAtPeak;
     d["dynamic_energy_nj"] = r.dynamicEnergyNanojoules;
     d["static_energy_nj"] = r.staticEnergyNanojoules;
     d["seconds"] = r.seconds;
+    d["abandoned"] = r.abandoned;
     nb::list samples;
     for (auto [event, held] : r.footprintSamples) samples.append(nb::make_tuple(event, held));
     d["footprint_samples"] = samples;
@@ -483,8 +485,9 @@ NB_MODULE(_core, m) {
       },
       nb::arg("spec"), nb::arg("namespace"), nb::arg("source"));
   nb::class_<PySimulation>(m, "Simulation")
-      .def(nb::init<const std::string&, const std::string&, std::size_t, std::size_t, const nb::dict&>(), nb::arg("spec"),
-           nb::arg("trace"), nb::arg("reserve_bytes"), nb::arg("max_samples"), nb::arg("energy"))
+      .def(nb::init<const std::string&, const std::string&, std::size_t, std::size_t, const nb::dict&, std::uint64_t>(),
+           nb::arg("spec"), nb::arg("trace"), nb::arg("reserve_bytes"), nb::arg("max_samples"), nb::arg("energy"),
+           nb::arg("max_steps_per_event") = 0)
       .def("step", &PySimulation::step, nb::arg("max_events"))
       .def_prop_ro("offset", &PySimulation::offset)
       .def_prop_ro("size", &PySimulation::size)

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "Spec.h"
+#include "TraceApplier.h"
 #include "heapkit/core/Counting.h"
 
 namespace heapkit::sim {
@@ -32,6 +33,10 @@ struct EnergyModel {
 struct SimulationOptions {
   std::size_t reserveBytes = std::size_t{64} << 30;
   std::size_t maxSamples = 512;  // footprint-over-time points kept
+  // A design that needs more than this many steps per operation on average (a long list
+  // walked on every free, say) is abandoned rather than simulated to the end: the search
+  // scores it as infeasible. 0: no limit.
+  std::uint64_t maxStepsPerEvent = 0;
   EnergyModel energy;
 };
 
@@ -42,16 +47,10 @@ struct AllocatorFigures {
 };
 
 struct SimulationResult {
-  std::uint64_t events = 0;
-  std::uint64_t mallocs = 0;  // malloc and calloc
-  std::uint64_t frees = 0;
-  std::uint64_t reallocs = 0;
-  std::uint64_t alignedAllocations = 0;
-  std::uint64_t failedRequests = 0;
+  TraceCounts operations;  // the trace's operations, failed requests, its own peak of live bytes
   WorkCounts counts;
   std::size_t peakFootprintBytes = 0;  // high-water mark of bytes held from the OS
   std::size_t endFootprintBytes = 0;
-  std::uint64_t maxLiveBytes = 0;       // requested bytes live at most (the trace's own peak)
   std::uint64_t liveBytesAtPeak = 0;    // requested bytes live when the footprint peaked
   std::uint64_t usableBytesAtPeak = 0;  // what the allocator set aside for them
   // (event index, the most bytes held since the previous point)
@@ -60,6 +59,7 @@ struct SimulationResult {
   double staticEnergyNanojoules = 0;
   std::vector<AllocatorFigures> allocators;  // the spec's allocators, then the OS fallback
   double seconds = 0;
+  bool abandoned = false;  // stopped for exceeding maxStepsPerEvent: the figures cover part of the trace
 };
 
 class Simulation {

@@ -182,3 +182,13 @@ def heapkit_cli() -> list[str]:
     exe = Path(sys.executable).parent / "heapkit"
     assert exe.is_file(), exe
     return [str(exe)]
+
+
+@pytest.fixture(scope="session")
+def churn_trace(programs, tmp_path_factory) -> Path:
+    """The churn program recorded once: a mix of sizes, lifetimes, reallocs and aligned requests."""
+    import heapkit
+
+    out = tmp_path_factory.mktemp("churn") / "churn.hkt"
+    heapkit.record([str(programs["churn"]), "20000"], out)
+    return out

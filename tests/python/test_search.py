@@ -14,20 +14,12 @@ from pathlib import Path
 import pytest
 
 import heapkit
+from helpers import run
 from heapkit import build as hb
 from heapkit import search as hs
 from heapkit.grammar import Grammar, GrammarError, design_from_text, generate, generate_for_trace
 
 
-def run(cli, *args, **kw):
-    return subprocess.run([*cli, *map(str, args)], capture_output=True, text=True, **kw)
-
-
-@pytest.fixture(scope="module")
-def churn_trace(programs, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("search") / "churn.hkt"
-    heapkit.record([str(programs["churn"]), "20000"], out)
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import heapkit
+from helpers import run
 
 TEXT = """0 new 0x55d0a0 24
 1 new 0x55d0c0 100
@@ -30,9 +31,6 @@ def small_trace(tmp_path) -> Path:
     assert summary["events"] == 6
     return out
 
-
-def run(cli, *args, **kw):
-    return subprocess.run([*cli, *map(str, args)], capture_output=True, text=True, **kw)
 
 
 # ---- format, convert, stats -----------------------------------------------------------------

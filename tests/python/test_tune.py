@@ -142,3 +142,19 @@ def test_compare_puts_simulated_and_measured_side_by_side(programs, tmp_path, he
     assert result["errors"] == [] and {"front", "measured"} <= set(result["charts"])
     bad = subprocess.run([*heapkit_cli, "compare", str(trace), "nonsense"], capture_output=True, text=True)
     assert bad.returncode == 1 and "neither a spec file" in bad.stderr
+
+
+def test_simulate_and_search_write_reports_too(churn_trace, tmp_path, heapkit_cli):
+    simulated = tmp_path / "simulate.html"
+    done = subprocess.run([*heapkit_cli, "simulate", str(churn_trace), "-p", "KNG", "-p", "LEA", "--no-map",
+                           "--report", str(simulated)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    result = open_in_browser(simulated)
+    assert result["errors"] == [] and {"sizes", "front", "timeline"} <= set(result["charts"])
+    searched = tmp_path / "search.html"
+    done = subprocess.run([*heapkit_cli, "search", str(churn_trace), "-o", str(tmp_path / "s"), "--population", "8",
+                           "--generations", "2", "--cache", str(tmp_path / "c.sqlite"), "--no-glibc", "--report",
+                           str(searched)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    result = open_in_browser(searched)
+    assert result["errors"] == [] and {"front", "convergence"} <= set(result["charts"])

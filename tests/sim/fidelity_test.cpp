@@ -91,7 +91,7 @@ void expectFaithful(const ParsedSpec& spec, const std::string& specText, const s
   EXPECT_EQ(real.corruptions, 0u) << "the real allocator corrupted objects";
   EXPECT_EQ(simulated.peakFootprintBytes, real.peak) << "footprint high-water mark";
   EXPECT_EQ(simulated.endFootprintBytes, real.end) << "bytes held at the end of the trace";
-  EXPECT_EQ(simulated.failedRequests, real.failed);
+  EXPECT_EQ(simulated.operations.failedRequests, real.failed);
   EXPECT_EQ(simulated.counts.steps, real.counts.steps) << "work";
   EXPECT_EQ(simulated.counts.reads, real.counts.reads) << "metadata reads";
   EXPECT_EQ(simulated.counts.writes, real.counts.writes) << "metadata writes";
