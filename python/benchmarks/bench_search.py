@@ -81,7 +81,7 @@ def quality(trace: Path, name: str, tmp: Path, args) -> dict:
         # every object touched, the allocator preloaded (built designs through their library).
         design_rss = median_replay(trace, args.runs, env=_preload(built.shared_library))
         glibc = median_replay(trace, args.runs)
-        lea = median_replay(trace, args.runs, env=_preload(heapkit.replay.resolve_allocator("lea")))
+        lea = median_replay(trace, args.runs, env=_preload(heapkit.resolve_allocator("lea")))
         row.update(pick=d, within_2_percent=best is not None, pick_seconds=timing["seconds"],
                    pick_footprint=d.objective("footprint"), pick_rss=design_rss["footprint_bytes"],
                    glibc_rss=glibc["footprint_bytes"], lea_rss=lea["footprint_bytes"],
@@ -157,7 +157,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--candidates", type=int, default=6, help="front designs built and timed per trace")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="tiny budgets everywhere: a smoke test, not figures")
     args = parser.parse_args()
+    big = {"population": 60, "generations": 100, "tune_population": 40, "tune_generations": 20, "ray_designs": 40}
+    if args.quick:
+        big = {"population": 8, "generations": 2, "tune_population": 8, "tune_generations": 2, "ray_designs": 8}
     tmp = Path(tempfile.mkdtemp(prefix="heapkit-bench-search-"))
 
     traces = {}
@@ -180,31 +184,34 @@ def main() -> None:
     speed_trace = tmp / "espresso-12.hkt"
     heapkit.record([str(args.workload), "espresso", "12"], speed_trace)
     started = time.monotonic()
-    full = hs.search(speed_trace, tmp / "speed", objectives=("work", "footprint", "energy"), population=60,
-                     generations=100, seed=args.seed, cache=tmp / "speed-cache.sqlite")
+    full = hs.search(speed_trace, tmp / "speed", objectives=("work", "footprint", "energy"), population=big["population"],
+                     generations=big["generations"], seed=args.seed, cache=tmp / "speed-cache.sqlite")
     speed = {"seconds": time.monotonic() - started, "evaluations": full.evaluations, "cache_hits": full.cache_hits,
              "events": heapkit.stats(speed_trace).events}
 
     ray_rates = {}
     try:
         for cpus in (1, 2):
-            ray_rates[cpus] = ray_speed(traces["espresso"], tmp, cpus, 40)
+            ray_rates[cpus] = ray_speed(traces["espresso"], tmp, cpus, big["ray_designs"])
     except Exception as error:  # noqa: BLE001 - the section says why it has no figures
         ray_rates["error"] = str(error)
 
     # heapkit tune on the demo program and on the real program.
-    demo = ht.tune([str(args.workload), "boxedsim", "4"], tmp / "tune-demo", population=40, generations=20,
-                   runs=args.runs, cache=tmp / "cache.sqlite")
-    real = ht.tune(REAL_PROGRAM, tmp / "tune-real", population=40, generations=20, runs=args.runs,
-                   cache=tmp / "cache.sqlite")
+    demo = ht.tune([str(args.workload), "boxedsim", "4"], tmp / "tune-demo", population=big["tune_population"],
+                   generations=big["tune_generations"], runs=args.runs, cache=tmp / "cache.sqlite")
+    real = ht.tune(REAL_PROGRAM, tmp / "tune-real", population=big["tune_population"],
+                   generations=big["tune_generations"], runs=args.runs, cache=tmp / "cache.sqlite")
 
-    section = render(args, rows, comparisons, speed, ray_rates, demo, real)
+    section = render(args, big, rows, comparisons, speed, ray_rates, demo, real)
+    if args.quick:
+        print(section)
+        return
     replace_section(args.doc, "Design search and heapkit tune", section)
     print(section)
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def render(args, rows, comparisons, speed, ray_rates, demo, real) -> str:
+def render(args, big, rows, comparisons, speed, ray_rates, demo, real) -> str:
     def met(ok):
         return "**met**" if ok else "**missed**"
 
@@ -257,7 +264,8 @@ def render(args, rows, comparisons, speed, ray_rates, demo, real) -> str:
         lines.append(f"| {r['trace']} | {h[0]['hypervolume']:.3f} | {h[len(h) // 2]['hypervolume']:.3f} | "
                      f"{h[-1]['hypervolume']:.3f} | {n:,} | {rnd:.3f} |")
     lines += ["", "### Speed", "",
-              f"Population 60 x 100 generations (three objectives) on a {speed['events']:,}-event espresso trace, "
+              f"Population {big['population']} x {big['generations']} generations (three objectives) on a "
+              f"{speed['events']:,}-event espresso trace, "
               f"fresh cache: **{speed['seconds']:.0f} s** ({met(speed['seconds'] <= 300)}, target 5 minutes); "
               f"{speed['evaluations']:,} simulations, {speed['cache_hits']:,} cache hits "
               f"({speed['cache_hits'] / max(1, speed['cache_hits'] + speed['evaluations']):.0%}), "
@@ -273,12 +281,14 @@ def render(args, rows, comparisons, speed, ray_rates, demo, real) -> str:
         lines.append(f"Not measured: {ray_rates['error']}")
     else:
         per_core = ray_rates[1]
-        lines += [f"40 random designs on the espresso trace, one design a task: {ray_rates[1]:.1f} evaluations/s with 1 "
+        lines += [f"{big['ray_designs']} random designs on the espresso trace, one design a task: {ray_rates[1]:.1f} "
+                  "evaluations/s with 1 "
                   f"worker, {ray_rates[2]:.1f} with 2 ({ray_rates[2] / ray_rates[1]:.2f}x; both on this 2-core "
                   f"machine). A cluster of N cores should reach about {per_core:.1f} x N evaluations/s for designs "
                   "like these while the driver keeps up (each generation waits for its slowest task, so the "
                   "population should be several times the number of cores)."]
-    lines += ["", "### heapkit tune", "", "Wall time per stage (`make demo`'s program, population 40, 20 generations):", "",
+    lines += ["", "### heapkit tune", "", f"Wall time per stage (`make demo`'s program, population {big['tune_population']}, "
+              f"{big['tune_generations']} generations):", "",
               "| " + " | ".join(demo.stage_seconds) + " |", "|" + "---:|" * len(demo.stage_seconds),
               "| " + " | ".join(f"{v:.1f} s" for v in demo.stage_seconds.values()) + " |", "",
               "The real program (python-ast), under each allocator (medians of the program's own runs):", "",

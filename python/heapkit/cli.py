@@ -74,7 +74,9 @@ class _Commands(click.Group):
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(heapkit.__version__, prog_name="heapkit")
 def main() -> None:
-    """heapkit: record a program's allocations once, inspect them, replay them on any allocator."""
+    """heapkit: record a program's allocations once, inspect and replay them, simulate memory
+    manager designs on them, search for the best, and build it as a real allocator.
+    `heapkit tune -- CMD ARGS` does it all for a program."""
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
