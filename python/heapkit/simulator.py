@@ -175,11 +175,15 @@ def simulate(trace: str | Path, specs: SpecLike | Iterable[SpecLike], *, energy:
     model = dict(DEFAULT_ENERGY)
     model.update(energy or {})
     trace = str(trace)
-    simulations = [_core.Simulation(d.normalized, trace, reserve_bytes, samples, model, max_steps_per_event)
-                   for d in designs]
+    # Each design's simulation exists only while it runs: a finished one would keep its
+    # arena's metadata pages (tens of MiB on a large trace) until the last had finished.
+    # Every spec is validated before any runs, as the C++ side parses each again.
+    for d in designs:
+        _core.parse_spec(d.normalized)
 
     def run(index: int) -> SimulationMetrics:
-        simulation = simulations[index]
+        simulation = _core.Simulation(designs[index].normalized, trace, reserve_bytes, samples, model,
+                                      max_steps_per_event)
         while simulation.step(1 << 20):
             if progress is not None:
                 progress(index, simulation.offset, simulation.size)

@@ -1,5 +1,6 @@
 #include "Simulate.h"
 
+#include <sys/mman.h>
 #include <time.h>
 
 #include <algorithm>
@@ -49,6 +50,18 @@ struct Simulation::State {
   double seconds = 0;
   bool done = false;
   bool abandoned = false;
+
+  // The trace is read once, front to back: the pages behind the decoder leave the
+  // process's resident set, so the simulator's memory does not grow with the trace.
+  void dropReadPages() {
+    std::uintptr_t begin = reinterpret_cast<std::uintptr_t>(file.data());
+    std::uintptr_t end = (begin + decoder.offset()) & ~std::uintptr_t{4095};
+    std::uintptr_t from = std::max(droppedUpTo, (begin + 4095) & ~std::uintptr_t{4095});
+    if (file.size() == 0 || end <= from) return;
+    madvise(reinterpret_cast<void*>(from), end - from, MADV_DONTNEED);
+    droppedUpTo = end;
+  }
+  std::uintptr_t droppedUpTo = 0;
 
   void apply(const Event& e) {
     if (!applier.apply(e) && heap.arena().exhausted())
@@ -114,6 +127,7 @@ bool Simulation::step(std::uint64_t maxEvents) {
   }
   s.seconds += now() - start;
   if (s.decoder.failed()) throw SimulationError(s.tracePath + ": " + s.decoder.error());
+  s.dropReadPages();
   if (n < maxEvents) s.done = true;
   return !s.done;
 }
