@@ -29,6 +29,16 @@ get_filename_component(HEAPKIT_WRAPPER_DIR "${HEAPKIT_WRAPPER_DIR}" ABSOLUTE)
 # that pulled heapkit in with add_subdirectory: keep the path where every scope sees it.
 set(HEAPKIT_WRAPPER_DIR "${HEAPKIT_WRAPPER_DIR}" CACHE INTERNAL "heapkit's wrapper sources")
 
+# A preloaded library must not load the C++ runtime into every program (libstdc++, libm
+# and libgcc_s: about 1.8 MiB of a C program's RSS, and allocations the program never
+# made). Whatever of the runtime a provider still uses (heapkit's own use none; the DMM
+# library's spec reader throws) is linked in statically and kept private; libraries nothing
+# references are dropped.
+function(heapkit_link_without_cxx_runtime target)
+  target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc "LINKER:--exclude-libs,ALL"
+                                        "LINKER:--as-needed")
+endfunction()
+
 function(heapkit_add_entry_point_library name)
   find_package(Threads REQUIRED)  # imported targets are per directory: find it where it is used
   # WRAPPER_INCLUDED (internal): a source already #includes wrapper.cpp.
@@ -46,12 +56,15 @@ function(heapkit_add_entry_point_library name)
   set_target_properties(${name}_objects PROPERTIES POSITION_INDEPENDENT_CODE ON CXX_VISIBILITY_PRESET hidden
                                                    VISIBILITY_INLINES_HIDDEN ON)
   # The compiler must not turn malloc+memset into calloc inside calloc, and thread-locals
-  # must not call __tls_get_addr (which may allocate) in a preloaded library.
-  target_compile_options(${name}_objects PRIVATE -fno-builtin -ftls-model=initial-exec)
+  # must not call __tls_get_addr (which may allocate) in a preloaded library. No
+  # exceptions: the malloc family needs no C++ runtime (src/wrapper/wrapper.cpp says how
+  # operator new still throws std::bad_alloc).
+  target_compile_options(${name}_objects PRIVATE -fno-builtin -ftls-model=initial-exec -fno-exceptions)
   target_compile_features(${name}_objects PUBLIC cxx_std_20)
 
   add_library(${name} SHARED)
   target_link_libraries(${name} PRIVATE ${name}_objects)
+  heapkit_link_without_cxx_runtime(${name})
   if(arg_OUTPUT_NAME)
     set_target_properties(${name} PROPERTIES OUTPUT_NAME ${arg_OUTPUT_NAME})
   endif()

@@ -140,10 +140,11 @@ _CMAKE = """# Link the {name} allocator (built by `heapkit build` from {source})
 find_package(Threads REQUIRED)
 set(HEAPKIT_{ident}_DIR "${{CMAKE_CURRENT_LIST_DIR}}")
 add_library({ident}_allocator STATIC IMPORTED)
-# The allocator is C++ (operator new and delete live in it too): its runtime comes along.
+# It needs no C++ runtime (operator new and delete live in it too, and find the program's
+# runtime only to throw std::bad_alloc).
 set_target_properties({ident}_allocator PROPERTIES
   IMPORTED_LOCATION "${{HEAPKIT_{ident}_DIR}}/lib{name}.a"
-  INTERFACE_LINK_LIBRARIES "Threads::Threads;stdc++")
+  INTERFACE_LINK_LIBRARIES "Threads::Threads")
 function(heapkit_link_{ident} target)
   target_link_libraries(${{target}} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,{ident}_allocator>")
   target_link_options(${{target}} PRIVATE "LINKER:--dynamic-list=${{HEAPKIT_{ident}_DIR}}/malloc_family.dynlist")
@@ -191,9 +192,12 @@ def build(spec: SpecLike, output: str | Path, *, optimize: str = "-O2", extra_fl
               f"-I{WRAPPER_DIR}", f"-I{out_dir}"] + (extra_flags or [])
     # The wrapper tests whether the provider defined its optional (weak) entry points; when
     # it has, GCC says the test is always true.
+    # As cmake/HeapkitAllocator.cmake builds heapkit's own: no exceptions and no C++ runtime
+    # loaded into the programs the library runs under.
     library_flags = ["-fPIC", "-fvisibility=hidden", "-fvisibility-inlines-hidden", "-fno-builtin",
-                     "-ftls-model=initial-exec", "-Wno-address"]
-    _compile(common + library_flags + ["-shared", str(provider), "-o", str(output)], output.name)
+                     "-ftls-model=initial-exec", "-Wno-address", "-fno-exceptions"]
+    no_runtime = ["-static-libstdc++", "-static-libgcc", "-Wl,--exclude-libs,ALL", "-Wl,--as-needed"]
+    _compile(common + library_flags + ["-shared", str(provider), "-o", str(output)] + no_runtime, output.name)
     obj = work / "provider.o"
     _compile(common + library_flags + ["-c", str(provider), "-o", str(obj)], f"lib{stem}.a")
     static = out_dir / f"lib{stem}.a"

@@ -5,14 +5,9 @@
 // The heap is DmmHeap<RealMemory>, the one the simulator runs over simulated memory, behind
 // one lock (so threads are safe) and the malloc wrapper. A missing or invalid spec stops
 // the program before it starts, with the spec's error on standard error and status 127.
-#include <unistd.h>
-
-#include <cstdlib>
-#include <cstring>
 #include <new>
-#include <string>
 
-#include "Spec.h"
+#include "DmmDesignLoader.h"
 #include "heapkit/dmm/DmmHeap.h"
 #include "heapkit/threads/LockedHeap.h"
 #include "heapkit/threads/Locks.h"
@@ -30,23 +25,11 @@ inline ProvidedHeap& providedHeap() { return *std::launder(reinterpret_cast<Prov
 // constant-initialised, and large, so not on the stack of whichever thread called first.
 constinit heapkit::DmmSpec design;
 
-[[noreturn]] void refuse(const std::string& why) {
-  std::string line = "heapkit-dmm: " + why + "\n";
-  ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
-  (void)ignored;
-  _exit(127);
-}
 }  // namespace
 
 extern "C" {
 void heapkit_ep_init(void) {
-  const char* path = std::getenv("HEAPKIT_SPEC");
-  if (path == nullptr || *path == '\0') refuse("HEAPKIT_SPEC is not set: name the DMM spec file this library runs");
-  try {
-    design = heapkit::sim::loadSpec(path).dmm;
-  } catch (const std::exception& error) {
-    refuse(error.what());
-  }
+  heapkit::preload::loadDesignOrExit(design);
   new (storage) ProvidedHeap(design);
 }
 void* heapkit_ep_malloc(size_t size) { return providedHeap().malloc(size); }

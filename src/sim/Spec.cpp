@@ -130,9 +130,11 @@ struct AllocatorReader {
     if (const JsonValue* max = chunk->find("max_bytes")) c.maxChunkBytes = readSize(*max, at("chunk") + ".max_bytes", 4096, std::size_t{1} << 32);
     if (const JsonValue* growth = chunk->find("growth")) {
       expect(*growth, Kind::Number, at("chunk") + ".growth");
-      double percent = std::round(growth->number * 100);
-      if (percent < 100 || percent > 400) fail(at("chunk") + ".growth", "between 1.0 (fixed chunks) and 4.0");
-      c.chunkGrowthPercent = static_cast<unsigned>(percent);
+      // Rounded to a whole percent by truncating (x + 0.5), not std::round: libheapkit-dmm.so
+      // reads specs too, and must not load libm into the programs it runs under.
+      double percentPlusHalf = growth->number * 100 + 0.5;
+      if (!(percentPlusHalf >= 100 && percentPlusHalf < 401)) fail(at("chunk") + ".growth", "between 1.0 (fixed chunks) and 4.0");
+      c.chunkGrowthPercent = static_cast<unsigned>(percentPlusHalf);
     }
   }
 

@@ -198,6 +198,11 @@ def test_built_library_measures_as_predicted_and_runs_real_programs(churn_trace,
     assert done.returncode == 0 and done.stdout == plain, done.stderr
     maps = subprocess.run(["sh", "-c", "cat /proc/self/maps"], capture_output=True, text=True, env=env).stdout
     assert result.shared_library.name in maps
+    # Like heapkit's own libraries, it loads no C++ runtime into the programs it runs under.
+    assert "libstdc++" not in maps and "libgcc_s" not in maps
+    dynamic = subprocess.run(["readelf", "-d", str(result.shared_library)], capture_output=True, text=True).stdout
+    needed = [line.split("[")[1].rstrip("]") for line in dynamic.splitlines() if "(NEEDED)" in line]
+    assert needed == ["libc.so.6"], needed
 
 
 def test_static_library_links_into_a_program_with_the_cmake_snippet(tmp_path):

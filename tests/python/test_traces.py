@@ -260,6 +260,22 @@ def test_record_every_entry_point(programs, tmp_path):
     assert s.frees == 1004
 
 
+def test_a_c_programs_trace_holds_only_its_own_calls(programs, tmp_path):
+    """The recorder loads no C++ runtime: a C program's trace is exactly the calls the
+    program made, in order (libstdc++'s start-up allocation, a 72,704-byte emergency
+    pool, used to come first in every trace)."""
+    result = heapkit.record([str(programs["known"])], tmp_path / "known.hkt")
+    assert result.returncode == 0
+    chunks = list(heapkit.events(result.main.path))
+    ops = np.concatenate([c["op"] for c in chunks]).tolist()
+    sizes = np.concatenate([c["size"] for c in chunks]).tolist()
+    malloc, calloc, realloc, aligned, free = 0, 1, 2, 3, 4
+    expected_ops = [malloc, calloc, realloc, aligned, aligned, free, free, free, free] + [malloc, free] * 1000
+    assert ops == expected_ops
+    allocated = [size for op, size in zip(ops, sizes) if op != free]
+    assert allocated == [12345, 7777, 23456, 3333, 2560] + [4321] * 1000
+
+
 def test_record_orders_threads_that_hand_objects_over(programs, tmp_path, heapkit_cli):
     out = tmp_path / "handoff.hkt"
     done = run(heapkit_cli, "record", "-o", out, "--", programs["handoff"])

@@ -12,7 +12,10 @@ rm -rf "$work" && mkdir -p "$work"
 cd "$work"
 
 # The library must really be in the process: a preload that fails to load only warns.
-if ! LD_PRELOAD="$library" cat /proc/self/maps | grep -qF "$(basename "$library")"; then
+# The maps are read whole first: `cat | grep -q` under pipefail fails whenever grep stops
+# at its match before cat has written everything (cat dies of SIGPIPE).
+maps=$(LD_PRELOAD="$library" cat /proc/self/maps)
+if ! grep -qF "$(basename "$library")" <<< "$maps"; then
   echo "FAIL: $library is not mapped into a preloaded process" >&2
   exit 1
 fi

@@ -5,14 +5,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "heapkit/core/PageSize.h"
 #include "heapkit/core/TrackedOsHeap.h"
 
 namespace heapkit {
-
-inline std::size_t pageSize() {
-  static const std::size_t size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  return size;
-}
 
 struct MmapSource {
   static void* obtain(std::size_t& bytes) {

@@ -25,6 +25,7 @@
 #include <cstring>
 
 #include "heapkit/core/HeapContract.h"
+#include "heapkit/core/PageSize.h"
 #include "heapkit/core/SizeWord.h"
 
 namespace heapkit {
@@ -124,11 +125,11 @@ class ANSIWrapper : public Super {
     return 0;
   }
 
-  void* valloc(std::size_t size) { return memalign(pageBytes(), size); }
+  void* valloc(std::size_t size) { return memalign(pageSize(), size); }
 
   // Rounds the size up to whole pages; pvalloc(0) is one page, as in glibc.
   void* pvalloc(std::size_t size) {
-    std::size_t page = pageBytes();
+    std::size_t page = pageSize();
     if (size > kMaxRequestBytes - page) return fail(ENOMEM);
     return memalign(page, size == 0 ? page : alignUp(size, page));
   }
@@ -137,11 +138,6 @@ class ANSIWrapper : public Super {
   static void* fail(int error) {
     errno = error;
     return nullptr;
-  }
-
-  static std::size_t pageBytes() {
-    static const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    return page;
   }
 
   void* alignedMalloc(std::size_t alignment, std::size_t size) {
