@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "heapkit/building/FreelistHeap.h"
+#include "heapkit/general/AdaptiveLeaHeap.h"
 #include "heapkit/general/KingsleyHeap.h"
 #include "heapkit/general/LeaHeap.h"
 #include "heapkit/threads/LockedHeap.h"
@@ -26,6 +27,7 @@ namespace {
 
 using LockedKingsley = LockedHeap<SpinLock, KingsleyHeap<AuditedTop>>;
 using LockedLea = LockedHeap<MutexLock, LeaHeap<AuditedTop>>;
+using LockedAdaptiveLea = LockedHeap<SpinLock, AdaptiveLeaHeap<AuditedTop>>;  // libheapkit-lea.so
 // ThreadHeap moves blocks between its heaps, so they must share one parent: free lists
 // over a thread-safe heap that outlives them (separate Kingsley heaps would free chunks
 // that a sibling's free list still threads through).
@@ -42,11 +44,11 @@ using ThreadKingsley = ThreadHeap<4, LockedHeap<SpinLock, FreelistHeap<SizeHeap<
 using PHOLea = PHOThreadHeap<4, LockedHeap<SpinLock, LeaHeap<AuditedTop>>>;
 using Scalable = ScalableHeap<AuditedTop>;
 
-static_assert(FootprintHeap<LockedKingsley> && SizedHeap<LockedLea> && SizeWordHeap<PHOLea> && FootprintHeap<Scalable>);
+static_assert(FootprintHeap<LockedKingsley> && SizedHeap<LockedLea> && SizeWordHeap<LockedAdaptiveLea> && SizeWordHeap<PHOLea> && FootprintHeap<Scalable>);
 
 template <class H>
 class ThreadLayerTest : public ::testing::Test {};
-using Layers = ::testing::Types<LockedKingsley, LockedLea, ThreadKingsley, PHOLea, Scalable>;
+using Layers = ::testing::Types<LockedKingsley, LockedLea, LockedAdaptiveLea, ThreadKingsley, PHOLea, Scalable>;
 TYPED_TEST_SUITE(ThreadLayerTest, Layers);
 
 TYPED_TEST(ThreadLayerTest, ModelCheckAndTeardown) {
