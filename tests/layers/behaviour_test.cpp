@@ -318,29 +318,30 @@ TEST(ThresholdHeap, CachesUpToItsLimitThenReleases) {
   EXPECT_EQ(heap.malloc(3000), objects[1]) << "reused from the cache";
 }
 
-TEST(AdaptiveThresholdHeap, CachesUpToItsLimitReusesTheBestFitAndTrimsWhenLowered) {
+TEST(AdaptiveThresholdHeap, KeepsTheLastFreedReusesTheBestFitAndTrimsWhenLowered) {
   AdaptiveThresholdHeap<10000, SizeHeap<MallocHeap>> heap;
   void* objects[4] = {heap.malloc(4000), heap.malloc(4000), heap.malloc(4000), heap.malloc(4000)};
   std::size_t heldAll = heap.bytesHeld();
   for (void* object : objects) heap.free(object);
   EXPECT_EQ(heap.cachedBytes(), 8000u) << "two fit under the threshold";
   EXPECT_EQ(heap.bytesHeld(), heldAll / 2);
+  EXPECT_EQ(heap.malloc(4000), objects[3]) << "the last freed were kept";
+  EXPECT_EQ(heap.malloc(4000), objects[2]);
   heap.setTrimThreshold(20000);
-  void* more[4] = {heap.malloc(4000), heap.malloc(2000), heap.malloc(6000), heap.malloc(3000)};
-  EXPECT_EQ(more[0], objects[1]) << "reused from the cache";
-  EXPECT_EQ(more[1], objects[0]);
-  EXPECT_EQ(heap.getSize(more[1]), 4000u) << "a cached 4000-byte object served the 2000-byte request";
-  std::size_t heldMore = heap.bytesHeld(), sizes = 0;
-  for (void* object : more) sizes += heap.getSize(object);
+  void* more[4] = {objects[3], objects[2], heap.malloc(6000), heap.malloc(3000)};
+  std::size_t heldMore = heap.bytesHeld();
   for (void* object : more) heap.free(object);
-  EXPECT_EQ(heap.cachedBytes(), sizes) << "a raised threshold keeps more";
+  EXPECT_EQ(heap.cachedBytes(), 4000u + 4000 + 6000 + heap.getSize(more[3])) << "a raised threshold keeps more";
   EXPECT_EQ(heap.bytesHeld(), heldMore);
   void* reused[2] = {heap.malloc(2500), heap.malloc(5000)};
   EXPECT_EQ(reused[0], more[3]) << "the smallest that fits, not the first";
   EXPECT_EQ(reused[1], more[2]);
   heap.setTrimThreshold(4000);
-  EXPECT_EQ(heap.cachedBytes(), 4000u) << "lowering the threshold gives back the rest";
+  EXPECT_EQ(heap.cachedBytes(), 4000u) << "lowering the threshold gives back the oldest";
   EXPECT_LE(heap.bytesHeld(), heldMore - 4000);
+  void* newest = heap.malloc(4000);
+  EXPECT_EQ(newest, objects[2]) << "the newest stayed";
+  heap.free(newest);
   for (void* object : reused) heap.free(object);
 }
 

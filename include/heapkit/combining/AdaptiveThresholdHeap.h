@@ -1,9 +1,13 @@
-// AdaptiveThresholdHeap: ThresholdHeap with its limit a value that changes at run time.
-// Between a heap and the OS it is glibc's dynamic trim threshold: it starts at
-// InitialMaxCachedBytes and a router above (AdaptiveSelectMmapHeap) raises it when the
-// program shows it uses bigger blocks, so that wholly free regions of that size stay for
-// reuse instead of being unmapped and faulted in anew. Lowering the limit gives back
-// what is cached beyond it at once.
+// AdaptiveThresholdHeap: keeps freed objects for reuse up to a limit that changes at run
+// time, and gives the rest to its parent. Between a heap and the OS it is glibc's dynamic
+// trim threshold: it starts at InitialMaxCachedBytes and a router above
+// (AdaptiveSelectMmapHeap) raises it when the program shows it uses bigger blocks, so
+// that wholly free regions of that size stay for reuse instead of being unmapped and
+// faulted in anew. Unlike ThresholdHeap it keeps the objects freed last (the oldest go
+// when a new one does not fit) and reuses the smallest that fits: with a working set of
+// big blocks replaced in a loop, either of ThresholdHeap's choices left requests with no
+// kept region big enough, and twice glibc's page faults. Lowering the limit gives back
+// what is kept beyond it at once.
 #pragma once
 
 #include <cstddef>
@@ -35,23 +39,20 @@ class AdaptiveThresholdHeap : public Super {
   void free(void* object) {
     if (object == nullptr) return;
     std::size_t size = Super::getSize(object);
-    if (cachedBytes_ + size > maxCachedBytes_) {
+    if (size > maxCachedBytes_) {
       Super::free(object);
       return;
     }
     cachedBytes_ += size;
     head_ = new (object) Node{head_};
     countWork(*this, 1, 2, 3);
+    while (cachedBytes_ > maxCachedBytes_) releaseOldest();
   }
 
   std::size_t trimThreshold() const { return maxCachedBytes_; }
   void setTrimThreshold(std::size_t maxCachedBytes) {
     maxCachedBytes_ = maxCachedBytes;
-    while (cachedBytes_ > maxCachedBytes_) {
-      void* object = removeFirst();
-      cachedBytes_ -= Super::getSize(object);
-      Super::free(object);
-    }
+    while (cachedBytes_ > maxCachedBytes_) releaseOldest();
   }
 
   std::size_t cachedBytes() const { return cachedBytes_; }
@@ -78,6 +79,14 @@ class AdaptiveThresholdHeap : public Super {
   struct Node {
     Node* next;
   };
+  void releaseOldest() {
+    Node** link = &head_;
+    while ((*link)->next != nullptr) link = &(*link)->next;
+    Node* oldest = *link;
+    *link = nullptr;
+    cachedBytes_ -= Super::getSize(oldest);
+    Super::free(oldest);
+  }
   void* removeFirst() {
     Node* node = head_;
     head_ = node->next;
