@@ -310,14 +310,15 @@ TEST(ScalableHeap, LargeCacheBudgetFollowsTheBiggestRecentBlocks) {
 }
 
 // A cached block that no request reused within the delay (counted in large mallocs and
-// frees) goes back to the OS.
+// frees) goes back to the OS, though it is within the budget.
 TEST(ScalableHeap, IdleLargeBlocksGoBackAfterTheDelay) {
   ScalableHeap<CountingTop> heap;
-  void* idle = heap.malloc(5 * kMiB);
+  void* idle = heap.malloc(kMiB);
   void* busy = heap.malloc(100 * 1024);
   heap.free(idle);
   heap.free(busy);  // one operation after `idle` was freed
   ASSERT_EQ(heap.largeCacheBlocks(), 2u);
+  ASSERT_LT(heap.largeCacheBytes(), scalable::kLargeCacheMinBytes);
   std::size_t held = heap.bytesHeld();
   std::uint64_t operations = 1;
   while (heap.largeCacheBlocks() == 2 && operations < 10 * scalable::kLargeCachePurgeDelay) {
@@ -329,9 +330,25 @@ TEST(ScalableHeap, IdleLargeBlocksGoBackAfterTheDelay) {
   EXPECT_GT(operations, scalable::kLargeCachePurgeDelay - 2);
   EXPECT_LE(operations, scalable::kLargeCachePurgeDelay + 2);
   EXPECT_EQ(heap.largeCacheBlocks(), 1u);
-  EXPECT_LE(heap.bytesHeld(), held - 5 * kMiB);
-  // The budget forgets the 5 MiB block too: only the minimum is left.
-  EXPECT_LE(heap.largeCacheBytes(), scalable::kLargeCacheMinBytes);
+  EXPECT_LE(heap.bytesHeld(), held - kMiB);
+}
+
+// The budget follows the biggest block freed within the delay, and forgets older ones.
+TEST(ScalableHeap, LargeCacheBudgetForgetsOldBlocks) {
+  ScalableHeap<CountingTop> heap;
+  void* big = heap.malloc(10 * kMiB);
+  void* busy = heap.malloc(100 * 1024);
+  heap.free(big);  // the budget is 20 MiB now
+  heap.free(busy);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 3; ++i) blocks.push_back(heap.malloc(3 * kMiB / 2));
+  for (void* block : blocks) heap.free(block);
+  EXPECT_GT(heap.largeCacheBytes(), 4 * kMiB) << "within the 20 MiB budget";
+  for (std::uint64_t i = 0; i < scalable::kLargeCachePurgeDelay; ++i) heap.free(heap.malloc(100 * 1024));
+  blocks.clear();
+  for (int i = 0; i < 3; ++i) blocks.push_back(heap.malloc(3 * kMiB / 2));
+  for (void* block : blocks) heap.free(block);
+  EXPECT_LE(heap.largeCacheBytes(), scalable::kLargeCacheMinBytes) << "10 MiB was freed too long ago to count";
 }
 
 TEST(ScalableHeap, DestructionReturnsCachedLargeBlocks) {
