@@ -12,6 +12,10 @@
 //              string building use) in a working set of four, writing one byte a page:
 //              above many allocators' mmap threshold, so one that maps and unmaps every
 //              buffer pays system calls and page faults for each.
+//   bigblocks  each thread replaces big blocks (5-25 MiB, as images, decompressed files and
+//              matrices are) in a working set of two, writing every page: an allocator that
+//              maps, faults in and unmaps each one spends its time in the kernel, where
+//              glibc, after raising its mmap threshold, reuses the pages it already has.
 #include <atomic>
 #include <cinttypes>
 #include <cstdint>
@@ -158,13 +162,39 @@ std::uint64_t buffers(unsigned threads, unsigned scale) {
   return joinAndSum(workers, sums);
 }
 
+std::uint64_t bigblocks(unsigned threads, unsigned scale) {
+  std::vector<std::uint64_t> sums(threads);
+  std::vector<std::thread> workers;
+  const std::uint64_t rounds = std::uint64_t{scale} * 10 / threads;
+  for (unsigned t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      constexpr std::size_t kLive = 2, kPage = 4096, kMiB = 1024 * 1024;
+      void* live[kLive] = {};
+      std::uint64_t state = 0xD1B54A32D192ED03ULL * (t + 1), sum = 0;
+      for (std::uint64_t i = 0; i < rounds; ++i) {
+        std::size_t victim = nextRandom(state) % kLive;
+        if (live[victim]) sum += static_cast<unsigned char*>(live[victim])[0];
+        std::free(live[victim]);
+        std::size_t size = 5 * kMiB + nextRandom(state) % (20 * kMiB);
+        auto* bytes = static_cast<unsigned char*>(std::malloc(size));
+        if (bytes == nullptr) std::abort();
+        for (std::size_t offset = 0; offset < size; offset += kPage) bytes[offset] = static_cast<unsigned char>(i + offset);
+        live[victim] = bytes;
+      }
+      for (void* block : live) std::free(block);
+      sums[t] = sum;
+    });
+  return joinAndSum(workers, sums);
+}
+
 struct Workload {
   std::string_view name;
   std::uint64_t (*run)(unsigned threads, unsigned scale);
   unsigned defaultScale;
 };
 constexpr Workload kWorkloads[] = {
-    {"server", server, 100}, {"churn", churn, 100}, {"falseshare", falseshare, 100}, {"buffers", buffers, 20}};
+    {"server", server, 100}, {"churn", churn, 100}, {"falseshare", falseshare, 100}, {"buffers", buffers, 20},
+    {"bigblocks", bigblocks, 30}};
 
 }  // namespace
 
@@ -175,7 +205,7 @@ int main(int argc, char** argv) {
   char* end = nullptr;
   unsigned long threads = argc >= 3 ? std::strtoul(argv[2], &end, 10) : 0;
   if (workload == nullptr || threads == 0 || threads > 256 || *end != '\0' || argc > 4) {
-    std::fprintf(stderr, "usage: %s server|churn|falseshare|buffers <threads 1-256> [scale]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s server|churn|falseshare|buffers|bigblocks <threads 1-256> [scale]\n", argv[0]);
     return 2;
   }
   unsigned long scale = workload->defaultScale;

@@ -28,7 +28,8 @@ using OverFailingTop = ::testing::Types<
     StrictSegHeap<kingsley::kNumBins, kingsley::sizeToClass, kingsley::classToSize, FreelistHeap, SizeHeap<FailingTop>>,
     SegHeap<kingsley::kNumBins, kingsley::sizeToClassUnbounded, kingsley::classToMaxSizeUnbounded, DLListBin, SizeHeap<FailingTop>>,
     ThresholdHeap<4096, SizeHeap<FailingTop>>, QuickListHeap<128, SizeHeap<FailingTop>>, DebugHeap<4, SizeHeap<FailingTop>>,
-    ProfileHeap<SizeHeap<FailingTop>>, KingsleyHeap<FailingTop>, CoalescingKingsleyHeap<FailingTop>, LeaCoreHeap<FailingTop>>;
+    ProfileHeap<SizeHeap<FailingTop>>, KingsleyHeap<FailingTop>, CoalescingKingsleyHeap<FailingTop>, LeaCoreHeap<FailingTop>,
+    AdaptiveThresholdHeap<4096, SizeHeap<FailingTop>>, AdaptiveLeaCoreHeap<FailingTop>>;
 TYPED_TEST_SUITE(NullPropagation, OverFailingTop);
 
 TYPED_TEST(NullPropagation, MallocReturnsNullWhenTheParentFails) {
@@ -315,6 +316,82 @@ TEST(ThresholdHeap, CachesUpToItsLimitThenReleases) {
   EXPECT_EQ(heap.cachedBytes(), 8000u) << "two fit under the threshold";
   EXPECT_EQ(heap.bytesHeld(), heldAll / 2);
   EXPECT_EQ(heap.malloc(3000), objects[1]) << "reused from the cache";
+}
+
+TEST(AdaptiveThresholdHeap, KeepsTheLastFreedReusesTheBestFitAndTrimsWhenLowered) {
+  AdaptiveThresholdHeap<10000, SizeHeap<MallocHeap>> heap;
+  void* objects[4] = {heap.malloc(4000), heap.malloc(4000), heap.malloc(4000), heap.malloc(4000)};
+  std::size_t heldAll = heap.bytesHeld();
+  for (void* object : objects) heap.free(object);
+  EXPECT_EQ(heap.cachedBytes(), 8000u) << "two fit under the threshold";
+  EXPECT_EQ(heap.bytesHeld(), heldAll / 2);
+  EXPECT_EQ(heap.malloc(4000), objects[3]) << "the last freed were kept";
+  EXPECT_EQ(heap.malloc(4000), objects[2]);
+  heap.setTrimThreshold(20000);
+  void* more[4] = {objects[3], objects[2], heap.malloc(6000), heap.malloc(3000)};
+  std::size_t heldMore = heap.bytesHeld();
+  for (void* object : more) heap.free(object);
+  EXPECT_EQ(heap.cachedBytes(), 4000u + 4000 + 6000 + heap.getSize(more[3])) << "a raised threshold keeps more";
+  EXPECT_EQ(heap.bytesHeld(), heldMore);
+  void* reused[2] = {heap.malloc(2500), heap.malloc(5000)};
+  EXPECT_EQ(reused[0], more[3]) << "the smallest that fits, not the first";
+  EXPECT_EQ(reused[1], more[2]);
+  heap.setTrimThreshold(4000);
+  EXPECT_EQ(heap.cachedBytes(), 4000u) << "lowering the threshold gives back the oldest";
+  EXPECT_LE(heap.bytesHeld(), heldMore - 4000);
+  void* newest = heap.malloc(4000);
+  EXPECT_EQ(newest, objects[2]) << "the newest stayed";
+  heap.free(newest);
+  for (void* object : reused) heap.free(object);
+}
+
+// glibc's dynamic thresholds: freeing a mapped block bigger than the mmap threshold (up
+// to 32 MiB) raises it to the block's size and the trim threshold to twice that; blocks
+// of that size then come from the heap, and wholly free regions stay for reuse.
+TEST(AdaptiveLeaHeap, FreeingAMappedBlockRaisesBothThresholds) {
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  AdaptiveLeaHeap<MmapHeap> heap;
+  EXPECT_EQ(heap.mmapThreshold(), lea::kMmapThreshold);
+  EXPECT_EQ(heap.trimThreshold(), lea::kTrimThreshold);
+  void* mapped = heap.malloc(3 * kMiB);
+  EXPECT_GT(heap.bigHeap().bytesHeld(), 3 * kMiB);
+  std::memset(mapped, 1, 3 * kMiB);
+  heap.free(mapped);
+  EXPECT_EQ(heap.bigHeap().bytesHeld(), 0u) << "the block itself is unmapped, as in glibc";
+  EXPECT_GE(heap.mmapThreshold(), 3 * kMiB);
+  EXPECT_LE(heap.mmapThreshold(), 3 * kMiB + pageSize());
+  EXPECT_EQ(heap.trimThreshold(), 2 * heap.mmapThreshold());
+  // The same request now comes from the heap's regions, and is reused once freed.
+  void* inHeap = heap.malloc(3 * kMiB);
+  EXPECT_EQ(heap.bigHeap().bytesHeld(), 0u);
+  std::memset(inHeap, 2, 3 * kMiB);
+  std::size_t held = heap.bytesHeld();
+  heap.free(inHeap);
+  EXPECT_EQ(heap.bytesHeld(), held) << "a wholly free region within the trim threshold stays";
+  void* reused = heap.malloc(2 * kMiB);  // smaller: served from the same freed region
+  EXPECT_EQ(heap.bytesHeld(), held);
+  heap.free(reused);
+  // Smaller mapped blocks do not lower the threshold; bigger ones beyond 32 MiB do not
+  // raise it.
+  std::size_t threshold = heap.mmapThreshold();
+  void* huge = heap.malloc(40 * kMiB);
+  EXPECT_GT(heap.bigHeap().bytesHeld(), 40 * kMiB);
+  heap.free(huge);
+  EXPECT_EQ(heap.mmapThreshold(), threshold);
+  // Lowering the trim threshold gives the free regions back.
+  heap.setTrimThreshold(0);
+  EXPECT_LT(heap.bytesHeld(), held - 2 * kMiB);
+}
+
+// LeaHeap keeps dlmalloc 2.7's fixed thresholds: it is the DMM simulator's LEA preset.
+TEST(LeaHeap, ThresholdsStayFixed) {
+  LeaHeap<MmapHeap> heap;
+  for (int i = 0; i < 3; ++i) {
+    void* block = heap.malloc(1 << 20);
+    EXPECT_GT(heap.bigHeap().bytesHeld(), 0u) << i;
+    heap.free(block);
+    EXPECT_EQ(heap.bigHeap().bytesHeld(), 0u) << i;
+  }
 }
 
 TEST(QuickListHeap, ConsolidatesWhenAMediumRequestCannotBeMet) {

@@ -73,11 +73,13 @@ using Cases = ::testing::Types<
     Case<StrictSegHeap<kingsley::kNumBins, kingsley::sizeToClass, kingsley::classToSize, BoundedBin, SizeHeap<Top>>>,
     Case<HybridHeap<512, SizeHeap<Top>, SizeHeap<MallocHeap>>>, Case<SelectMmapHeap<4096, SizeHeap<Top>>>,
     Case<ThresholdHeap<1 << 20, SizeHeap<Top>>>, Case<QuickListHeap<128, SizeHeap<Top>>>,
+    Case<AdaptiveThresholdHeap<1 << 20, SizeHeap<Top>>>, Case<AdaptiveSelectMmapHeap<SizeHeap<Top>, SizeHeap<MallocHeap>, 4096, 1 << 18>>,
     // utility
     Case<DebugHeap<16, SizeHeap<Top>>>, Case<ProfileHeap<SizeHeap<Top>>>, SilentTraceCase<TraceHeap<SizeHeap<Top>>>,
     Case<ThrowExceptionHeap<SizeHeap<Top>>>, UnauditedCase<UniqueHeap<SizeHeap<MallocHeap>>>,
     // general purpose
     Case<KingsleyHeap<Top>>, Case<CoalescingKingsleyHeap<Top>>, Case<LeaCoreHeap<Top>>, Case<LeaHeap<Top>>,
+    Case<AdaptiveLeaCoreHeap<Top>>, Case<AdaptiveLeaHeap<Top>>, UnauditedCase<AdaptiveLeaHeap<SbrkHeap>>,
     UnauditedCase<LeaHeap<SbrkHeap>>, UnauditedCase<KingsleyHeap<SbrkHeap>>, StaticBufferCase<LeaCoreHeap<StaticHeap>>,
     StaticBufferCase<KingsleyHeap<StaticHeap>>>;
 

@@ -5,10 +5,12 @@
 
 #include <atomic>
 #include <cstring>
+#include <random>
 #include <thread>
 #include <vector>
 
 #include "heapkit/building/FreelistHeap.h"
+#include "heapkit/general/AdaptiveLeaHeap.h"
 #include "heapkit/general/KingsleyHeap.h"
 #include "heapkit/general/LeaHeap.h"
 #include "heapkit/threads/LockedHeap.h"
@@ -25,6 +27,7 @@ namespace {
 
 using LockedKingsley = LockedHeap<SpinLock, KingsleyHeap<AuditedTop>>;
 using LockedLea = LockedHeap<MutexLock, LeaHeap<AuditedTop>>;
+using LockedAdaptiveLea = LockedHeap<SpinLock, AdaptiveLeaHeap<AuditedTop>>;  // libheapkit-lea.so
 // ThreadHeap moves blocks between its heaps, so they must share one parent: free lists
 // over a thread-safe heap that outlives them (separate Kingsley heaps would free chunks
 // that a sibling's free list still threads through).
@@ -41,11 +44,11 @@ using ThreadKingsley = ThreadHeap<4, LockedHeap<SpinLock, FreelistHeap<SizeHeap<
 using PHOLea = PHOThreadHeap<4, LockedHeap<SpinLock, LeaHeap<AuditedTop>>>;
 using Scalable = ScalableHeap<AuditedTop>;
 
-static_assert(FootprintHeap<LockedKingsley> && SizedHeap<LockedLea> && SizeWordHeap<PHOLea> && FootprintHeap<Scalable>);
+static_assert(FootprintHeap<LockedKingsley> && SizedHeap<LockedLea> && SizeWordHeap<LockedAdaptiveLea> && SizeWordHeap<PHOLea> && FootprintHeap<Scalable>);
 
 template <class H>
 class ThreadLayerTest : public ::testing::Test {};
-using Layers = ::testing::Types<LockedKingsley, LockedLea, ThreadKingsley, PHOLea, Scalable>;
+using Layers = ::testing::Types<LockedKingsley, LockedLea, LockedAdaptiveLea, ThreadKingsley, PHOLea, Scalable>;
 TYPED_TEST_SUITE(ThreadLayerTest, Layers);
 
 TYPED_TEST(ThreadLayerTest, ModelCheckAndTeardown) {
@@ -210,7 +213,9 @@ class CountingTop : public AuditedTop {
   }
 };
 
-TEST(ScalableHeap, FreedLargeBlocksAreReusedWithinABound) {
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+TEST(ScalableHeap, FreedLargeBlocksAreReused) {
   ScalableHeap<CountingTop> heap;
   // A loop of large buffers (Python's bytes, I/O buffers): after the first, each request
   // reuses the block just freed instead of asking Top again.
@@ -228,26 +233,208 @@ TEST(ScalableHeap, FreedLargeBlocksAreReusedWithinABound) {
     heap.free(block);
   }
   EXPECT_EQ(heap.bytesHeld(), held);
-  // A small request does not take a block much bigger than it needs.
-  void* big = heap.malloc(1 << 20);
-  heap.free(big);
-  void* small = heap.malloc(40000);
-  EXPECT_NE(small, big);
-  heap.free(small);
   // Aligned requests reuse cached blocks too, and get their alignment.
   void* aligned = heap.memalign(std::size_t{1} << 16, 70000);
-  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(aligned) % (std::size_t{1} << 16), 0u);
   heap.free(aligned);
-  // Many freed blocks: the cache keeps at most its bound; blocks over 4 MiB go back at once.
+  requests = CountingTop::requests;
+  for (std::size_t alignment : {std::size_t{1} << 16, std::size_t{1} << 12, std::size_t{1} << 16}) {
+    void* block = heap.memalign(alignment, 70000);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(block) % alignment, 0u);
+    EXPECT_EQ(CountingTop::requests, requests);
+    EXPECT_GE(heap.getSize(block), 70000u);
+    std::memset(block, 6, heap.getSize(block));
+    heap.free(block);
+  }
+}
+
+// The 5-25 MiB pattern: a freed big block serves a smaller request, as glibc serves it
+// from freed heap space; only pages more than kLargeReuseSlack times the request stay.
+TEST(ScalableHeap, ASmallerRequestReusesABiggerCachedBlock) {
+  ScalableHeap<CountingTop> heap;
+  void* big = heap.malloc(20 * kMiB);
+  std::memset(big, 3, 20 * kMiB);
+  heap.free(big);
+  EXPECT_EQ(heap.largeCacheBlocks(), 1u);
+  std::size_t requests = CountingTop::requests;
+  void* smaller = heap.malloc(6 * kMiB);
+  EXPECT_EQ(smaller, big);
+  EXPECT_EQ(CountingTop::requests, requests);
+  EXPECT_GE(heap.getSize(smaller), 20 * kMiB) << "a block within the slack is handed out whole";
+  std::memset(smaller, 4, heap.getSize(smaller));
+  heap.free(smaller);
+  // Far smaller: the same block, but only four times the request of it stays resident.
+  void* small = heap.malloc(kMiB);
+  EXPECT_EQ(small, big);
+  EXPECT_EQ(CountingTop::requests, requests);
+  EXPECT_GE(heap.getSize(small), kMiB);
+  EXPECT_LE(heap.getSize(small), scalable::kLargeReuseSlack * (kMiB + 128 * 1024));
+  std::memset(small, 5, heap.getSize(small));
+  heap.free(small);
+  EXPECT_LE(heap.largeCacheBytes(), scalable::kLargeReuseSlack * (kMiB + 128 * 1024));
+  // A later bigger request gets the whole block again; its given-back pages read zero.
+  void* again = heap.malloc(19 * kMiB);
+  EXPECT_EQ(again, big);
+  EXPECT_EQ(CountingTop::requests, requests);
+  EXPECT_EQ(static_cast<unsigned char*>(again)[19 * kMiB - 1], 0);
+  EXPECT_EQ(static_cast<unsigned char*>(again)[0], 5);
+  heap.free(again);
+}
+
+// The budget is twice the biggest block freed recently, 4 to 64 MiB, and at most
+// kLargeCacheBlocks blocks; blocks over 32 MiB are never kept.
+TEST(ScalableHeap, LargeCacheBudgetFollowsTheBiggestRecentBlocks) {
+  ScalableHeap<CountingTop> heap;
   std::vector<void*> blocks;
-  for (int i = 0; i < 40; ++i) blocks.push_back(heap.malloc(1 << 20));
+  for (int i = 0; i < 60; ++i) blocks.push_back(heap.malloc(100 * 1024));
+  for (void* block : blocks) heap.free(block);
+  EXPECT_EQ(heap.largeCacheBlocks(), scalable::kLargeCacheBlocks);
+  EXPECT_LE(heap.largeCacheBytes(), scalable::kLargeCacheMinBytes);
+  blocks.clear();
+  for (int i = 0; i < 6; ++i) blocks.push_back(heap.malloc(10 * kMiB));
   std::size_t withAll = heap.bytesHeld();
   for (void* block : blocks) heap.free(block);
-  EXPECT_LE(heap.bytesHeld(), withAll - 40 * (std::size_t{1} << 20) + scalable::kLargeCacheBytes + (std::size_t{2} << 20));
+  EXPECT_EQ(heap.largeCacheBlocks(), 2u) << "a budget of two 10 MiB blocks";
+  EXPECT_GE(heap.largeCacheBytes(), 20 * kMiB);
+  EXPECT_LE(heap.largeCacheBytes(), 2 * (10 * kMiB + 128 * 1024));
+  EXPECT_LE(heap.bytesHeld(), withAll - 4 * 10 * kMiB);
+  blocks.clear();
+  for (int i = 0; i < 6; ++i) blocks.push_back(heap.malloc(30 * kMiB));
+  for (void* block : blocks) heap.free(block);
+  EXPECT_EQ(heap.largeCacheBlocks(), 2u) << "a budget of two 30 MiB blocks, capped at 64 MiB";
+  EXPECT_LE(heap.largeCacheBytes(), scalable::kLargeCacheMaxBytes);
   std::size_t before = heap.bytesHeld();
-  void* huge = heap.malloc(8 << 20);
+  void* huge = heap.malloc(40 * kMiB);
   heap.free(huge);
-  EXPECT_EQ(heap.bytesHeld(), before);
+  EXPECT_EQ(heap.bytesHeld(), before) << "a block over 32 MiB is not kept";
+  EXPECT_EQ(heap.largeCacheBlocks(), 2u);
+}
+
+// A cached block that no request reused within the delay (counted in large mallocs and
+// frees) goes back to the OS, though it is within the budget.
+TEST(ScalableHeap, IdleLargeBlocksGoBackAfterTheDelay) {
+  ScalableHeap<CountingTop> heap;
+  void* idle = heap.malloc(kMiB);
+  void* busy = heap.malloc(100 * 1024);
+  heap.free(idle);
+  heap.free(busy);  // one operation after `idle` was freed
+  ASSERT_EQ(heap.largeCacheBlocks(), 2u);
+  ASSERT_LT(heap.largeCacheBytes(), scalable::kLargeCacheMinBytes);
+  std::size_t held = heap.bytesHeld();
+  std::uint64_t operations = 1;
+  while (heap.largeCacheBlocks() == 2 && operations < 10 * scalable::kLargeCachePurgeDelay) {
+    void* block = heap.malloc(100 * 1024);  // the smaller block fits best
+    EXPECT_EQ(block, busy);
+    heap.free(block);
+    operations += 2;
+  }
+  EXPECT_GT(operations, scalable::kLargeCachePurgeDelay - 2);
+  EXPECT_LE(operations, scalable::kLargeCachePurgeDelay + 2);
+  EXPECT_EQ(heap.largeCacheBlocks(), 1u);
+  EXPECT_LE(heap.bytesHeld(), held - kMiB);
+}
+
+// The budget follows the biggest block freed within the delay, and forgets older ones.
+TEST(ScalableHeap, LargeCacheBudgetForgetsOldBlocks) {
+  ScalableHeap<CountingTop> heap;
+  void* big = heap.malloc(10 * kMiB);
+  void* busy = heap.malloc(100 * 1024);
+  heap.free(big);  // the budget is 20 MiB now
+  heap.free(busy);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 3; ++i) blocks.push_back(heap.malloc(3 * kMiB / 2));
+  for (void* block : blocks) heap.free(block);
+  EXPECT_GT(heap.largeCacheBytes(), 4 * kMiB) << "within the 20 MiB budget";
+  for (std::uint64_t i = 0; i < scalable::kLargeCachePurgeDelay; ++i) heap.free(heap.malloc(100 * 1024));
+  blocks.clear();
+  for (int i = 0; i < 3; ++i) blocks.push_back(heap.malloc(3 * kMiB / 2));
+  for (void* block : blocks) heap.free(block);
+  EXPECT_LE(heap.largeCacheBytes(), scalable::kLargeCacheMinBytes) << "10 MiB was freed too long ago to count";
+}
+
+TEST(ScalableHeap, DestructionReturnsCachedLargeBlocks) {
+  TeardownAudit::leftoverBytes = 0;
+  {
+    Scalable heap;
+    std::vector<void*> blocks;
+    for (std::size_t i = 1; i <= 6; ++i) blocks.push_back(heap.malloc(i * 3 * kMiB));
+    void* live = heap.malloc(7 * kMiB);  // never freed: the destructor returns it too
+    std::memset(live, 1, 7 * kMiB);
+    for (void* block : blocks) heap.free(block);
+    EXPECT_GT(heap.largeCacheBytes(), 0u);
+  }
+  EXPECT_EQ(TeardownAudit::leftoverBytes, 0u);
+}
+
+// Threads allocate, write and free large blocks of many sizes, half of them freed by
+// another thread; every block keeps its contents and the cache stays within its bound.
+TEST(ScalableHeap, LargeBlocksFromManyThreads) {
+  TeardownAudit::leftoverBytes = 0;
+  {
+    Scalable heap;
+    constexpr int kThreads = 4, kRounds = 300;
+    std::vector<std::atomic<void*>> handoff(kThreads);
+    std::atomic<int> failures{0};
+    auto stamp = [](void* block, std::size_t size, unsigned char tag) {
+      for (std::size_t offset = 0; offset < size; offset += 16384) static_cast<unsigned char*>(block)[offset] = tag;
+      static_cast<unsigned char*>(block)[size - 1] = tag;
+    };
+    auto intact = [](void* block, std::size_t size, unsigned char tag) {
+      for (std::size_t offset = 0; offset < size; offset += 16384)
+        if (static_cast<unsigned char*>(block)[offset] != tag) return false;
+      return static_cast<unsigned char*>(block)[size - 1] == tag;
+    };
+    struct Header {
+      std::size_t size;
+      unsigned char tag;
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&, t] {
+        std::mt19937_64 rng(t + 1);
+        for (int round = 0; round < kRounds; ++round) {
+          std::size_t size = std::size_t{40000} + rng() % (rng() % 4 == 0 ? 12 * kMiB : 600 * 1024);
+          auto tag = static_cast<unsigned char>(rng() | 1);
+          void* block = heap.malloc(size);
+          if (block == nullptr || heap.getSize(block) < size) {
+            ++failures;
+            continue;
+          }
+          stamp(block, size, tag);
+          new (block) Header{size, tag};
+          void* other = handoff[(t + 1) % kThreads].exchange(block);
+          if (other != nullptr) {
+            Header header = *static_cast<Header*>(other);
+            if (!intact(static_cast<char*>(other) + 16384, header.size - 16384, header.tag)) ++failures;
+            heap.free(other);
+          }
+        }
+      });
+    for (std::thread& thread : threads) thread.join();
+    for (auto& slot : handoff) heap.free(slot.exchange(nullptr));
+    EXPECT_EQ(failures, 0);
+    EXPECT_LE(heap.largeCacheBytes(), scalable::kLargeCacheMaxBytes);
+    EXPECT_LE(heap.largeCacheBlocks(), scalable::kLargeCacheBlocks);
+  }
+  EXPECT_EQ(TeardownAudit::leftoverBytes, 0u);
+}
+
+// The model check with blocks of megabytes: reused blocks (bigger than the request, or
+// partly given back) must keep every object intact and cover getSize.
+TEST(ScalableHeap, ModelCheckOfBigBlocks) {
+  TeardownAudit::leftoverBytes = 0;
+  {
+    Scalable heap;
+    ModelChecker<Scalable> checker(heap, 5);
+    SizeDistribution big{"big", [](std::mt19937_64& rng) {
+                           return rng() % 3 == 0 ? std::uniform_int_distribution<std::size_t>(33 * 1024, 2 * kMiB)(rng)
+                                                 : std::uniform_int_distribution<std::size_t>(2 * kMiB, 12 * kMiB)(rng);
+                         }};
+    ModelCheckOptions options;
+    options.operations = 200;
+    options.maxLiveObjects = 4;
+    checker.run(big, options);
+  }
+  EXPECT_EQ(TeardownAudit::leftoverBytes, 0u);
 }
 
 // The owner takes a remote list whole (walk, then splice): every block must be counted,

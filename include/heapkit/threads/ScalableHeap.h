@@ -17,10 +17,14 @@
 //  - A thread's heap is handed on to the next new thread when the thread exits (a
 //    pthread key destructor), so many short-lived threads reuse a few heaps.
 //  - Requests over 32 KiB (or with large alignment) get a block of their own from Top.
-//    Freed ones are kept (8 blocks, 4 MiB at most) and reused by later requests they
-//    fit within 2x: a program that allocates and frees large buffers in a loop
-//    (Python's bytes, I/O buffers) would otherwise pay an mmap, its page faults and a
-//    munmap every time (glibc raises its mmap threshold for the same reason).
+//    Freed ones up to 32 MiB are kept with their pages and reused by later requests
+//    (the smallest that fits): a program that allocates and frees large buffers in a
+//    loop (Python's bytes, I/O buffers, images) would otherwise pay an mmap, its page
+//    faults and a munmap every time (glibc raises its mmap threshold for the same
+//    reason). The cache's budget is twice the biggest block freed recently (4 to
+//    64 MiB, as glibc's trim threshold follows its mmap threshold), and a block unused
+//    for 1024 large operations goes back to the OS (mimalloc's delayed purge, counted
+//    in operations: no background thread). See kLargeCache* below.
 //
 // Fast paths (inline; everything else is out of line): malloc finds the class in a table,
 // reads this thread's heap from an initial-exec thread-local and pops the head of its
@@ -62,14 +66,29 @@ inline constexpr std::size_t kMaxSmallBytes = 32 * 1024;
 inline constexpr std::size_t kNumClasses = 40;
 // Free superblocks kept with their pages (4 MiB); beyond this the pool gives pages back.
 inline constexpr std::size_t kCommittedPoolSuperblocks = 64;
-// Freed large blocks kept for reuse: each at most kLargeCacheBlockBytes, together at most
-// kLargeCacheBytes and kLargeCacheBlocks (their pages stay resident, as glibc's freed heap
-// memory does). Measured on a Python loop of 40-240 KB bytes objects and on bench-malloc's
-// buffers workload: 8 blocks reused within 2x keep both off mmap (32 blocks reused within
-// 1.5x did too, with 5 MiB more resident); 4 blocks do not.
-inline constexpr std::size_t kLargeCacheBlockBytes = 4 * 1024 * 1024;
-inline constexpr std::size_t kLargeCacheBytes = 4 * 1024 * 1024;
+// Freed large blocks are kept for reuse, their pages resident (as glibc keeps freed heap
+// memory once it has raised its mmap threshold, and mimalloc keeps freed segments):
+//  - any block up to kLargeCacheMaxBlockBytes (glibc's largest mmap threshold); bigger
+//    ones are rare enough that a mapping each costs little next to using them;
+//  - together at most a budget of twice the biggest block freed recently (glibc's trim
+//    threshold follows its mmap threshold at 2x), at least kLargeCacheMinBytes and at
+//    most kLargeCacheMaxBytes, and at most kLargeCacheBlocks blocks (each request scans
+//    them); beyond it the block freed longest ago goes back to the OS;
+//  - a block not reused within kLargeCachePurgeDelay large operations (mallocs and frees
+//    over kMaxSmallBytes) goes back too: a count, not a clock, so there is no background
+//    thread and no system call to read the time, and tests are deterministic. "Recently"
+//    is the same window.
+// A request takes the smallest cached block it fits in, however much bigger, as glibc
+// serves it from freed heap space; pages more than kLargeReuseSlack times the request
+// beyond it are given back (madvise), so a small request never pins a big block's pages.
+// Measured on bench-malloc's bigblocks (5-25 MiB) and buffers (16-256 KiB) workloads and
+// a Python loop of 40-240 KB bytes objects.
+inline constexpr std::size_t kLargeCacheMaxBlockBytes = 32 * 1024 * 1024;
+inline constexpr std::size_t kLargeCacheMinBytes = 4 * 1024 * 1024;
+inline constexpr std::size_t kLargeCacheMaxBytes = 64 * 1024 * 1024;
 inline constexpr std::size_t kLargeCacheBlocks = 8;
+inline constexpr std::uint64_t kLargeCachePurgeDelay = 1024;
+inline constexpr std::size_t kLargeReuseSlack = 4;
 inline constexpr std::size_t kPageBytes = 4096;
 
 constexpr std::size_t computeSizeClass(std::size_t size) {
@@ -308,6 +327,16 @@ class ScalableHeap {
     if (heap == nullptr) return;
     if (keyOk_) pthread_setspecific(key_, nullptr);
     releaseHeap(heap);
+  }
+
+  // Freed large blocks kept for reuse: their resident bytes and their number (tests).
+  std::size_t largeCacheBytes() const {
+    LockGuard<SpinLock> guard(poolLock_);
+    return largeCacheResidentBytes_;
+  }
+  std::size_t largeCacheBlocks() const {
+    LockGuard<SpinLock> guard(poolLock_);
+    return largeCacheCount_;
   }
 
   // Superblocks in the shared pool (tests: thread exit and frees give them back).
@@ -694,6 +723,20 @@ class ScalableHeap {
   }
 
   // ---- large objects -----------------------------------------------------------------
+  //
+  // A large block is what Top gave: its first 16 bytes (which the header never covers)
+  // hold its size while it is live and the cache's links while it is cached.
+
+  struct LiveLarge {
+    std::size_t bytes;  // the whole block, which a cached one may exceed the request by
+  };
+  struct CachedLarge {
+    CachedLarge* next;
+    std::size_t bytes;
+    std::size_t residentBytes;  // from the start: the pages beyond were given back or never used
+    std::uint64_t freedAt;      // largeClock_ when it was freed
+  };
+  static_assert(sizeof(CachedLarge) <= scalable::kSuperblockBytes);
 
   [[gnu::noinline]] void* allocLarge(std::size_t size, std::size_t alignment) {
     constexpr std::size_t kSb = scalable::kSuperblockBytes;
@@ -702,11 +745,20 @@ class ScalableHeap {
     std::size_t usable = alignUp(size, kMinAlignment);
     std::size_t bytes = usable + kSlack + alignment + (alignment >= kSb ? kSb : 0);
     LockGuard<SpinLock> guard(poolLock_);
-    void* raw = takeCachedLarge(bytes);
-    std::size_t available = bytes;
-    if (raw != nullptr) available = static_cast<CachedLarge*>(raw)->bytes;
-    else raw = top_.malloc(bytes);
-    if (raw == nullptr) return nullptr;
+    ++largeClock_;
+    purgeIdleLarge();
+    void* raw;
+    std::size_t blockBytes = bytes;
+    std::size_t handedOut = bytes;  // from the block's start: what the object may use up to
+    if (CachedLarge* cached = takeCachedLarge(bytes)) {
+      raw = cached;
+      blockBytes = cached->bytes;
+      handedOut = keepResidentForReuse(cached, bytes);
+    } else {
+      raw = top_.malloc(bytes);
+      if (raw == nullptr) return nullptr;
+    }
+    new (raw) LiveLarge{blockBytes};
     auto rawAddress = reinterpret_cast<std::uintptr_t>(raw);
     std::uintptr_t base, object;
     if (alignment >= kSb) {
@@ -720,7 +772,7 @@ class ScalableHeap {
     sb->freeFlags.store(kLargeBlock, std::memory_order_relaxed);
     sb->topBlock = raw;
     sb->firstObject = reinterpret_cast<char*>(object);
-    sb->usableBytes = rawAddress + available - object;
+    sb->usableBytes = rawAddress + handedOut - object;
     sb->prev = nullptr;
     sb->next = largeBlocks_;
     if (largeBlocks_) largeBlocks_->prev = sb;
@@ -728,45 +780,87 @@ class ScalableHeap {
     return sb->firstObject;
   }
 
+  // Under poolLock_. How much of a reused block the request gets: all of it, unless that
+  // is more than kLargeReuseSlack times the request; then the pages beyond go back to the
+  // OS, and a later bigger request faults in only what it uses of them.
+  static std::size_t keepResidentForReuse(const CachedLarge* cached, std::size_t bytes) {
+    if (cached->bytes / scalable::kLargeReuseSlack <= bytes) return cached->bytes;
+    auto start = reinterpret_cast<std::uintptr_t>(cached);
+    std::uintptr_t keepEnd = alignUp(start + scalable::kLargeReuseSlack * bytes, scalable::kPageBytes);
+    std::uintptr_t residentEnd = (start + cached->residentBytes) & ~(scalable::kPageBytes - 1);
+    if (residentEnd > keepEnd) madvise(reinterpret_cast<void*>(keepEnd), residentEnd - keepEnd, MADV_DONTNEED);
+    return keepEnd - start < cached->bytes ? keepEnd - start : cached->bytes;
+  }
+
   void freeLarge(Superblock* sb) {
     LockGuard<SpinLock> guard(poolLock_);
+    ++largeClock_;
     if (sb->prev) sb->prev->next = sb->next;
     else largeBlocks_ = sb->next;
     if (sb->next) sb->next->prev = sb->prev;
-    // Everything from what Top gave to the object's end: the bytes a later request may use.
-    std::size_t bytes = static_cast<std::size_t>(sb->firstObject + sb->usableBytes - static_cast<char*>(sb->topBlock));
-    if (bytes > scalable::kLargeCacheBlockBytes) {
-      top_.free(sb->topBlock);
-      return;
+    void* raw = sb->topBlock;
+    std::size_t bytes = static_cast<LiveLarge*>(raw)->bytes;
+    // Everything handed out may have been written: count it resident.
+    std::size_t resident = static_cast<std::size_t>(sb->firstObject + sb->usableBytes - static_cast<char*>(raw));
+    if (bytes > scalable::kLargeCacheMaxBlockBytes) {
+      top_.free(raw);
+    } else {
+      if (bytes >= recentLargestFree_ || largeClock_ - recentLargestFreeAt_ > scalable::kLargeCachePurgeDelay) {
+        recentLargestFree_ = bytes;
+        recentLargestFreeAt_ = largeClock_;
+      }
+      largeCache_ = new (raw) CachedLarge{largeCache_, bytes, resident, largeClock_};
+      largeCacheResidentBytes_ += resident;
+      ++largeCacheCount_;
+      trimLargeCache();
     }
-    // The link lives in the block's first 16 bytes, which the header never covers.
-    largeCache_ = new (sb->topBlock) CachedLarge{largeCache_, bytes};
-    largeCacheBytes_ += bytes;
-    ++largeCacheCount_;
-    while (largeCacheBytes_ > scalable::kLargeCacheBytes || largeCacheCount_ > scalable::kLargeCacheBlocks) {
+    purgeIdleLarge();
+  }
+
+  std::size_t largeCacheBudget() const {
+    std::size_t budget = 2 * recentLargestFree_;
+    if (budget < scalable::kLargeCacheMinBytes) return scalable::kLargeCacheMinBytes;
+    return budget < scalable::kLargeCacheMaxBytes ? budget : scalable::kLargeCacheMaxBytes;
+  }
+
+  // Under poolLock_: the blocks freed longest ago go back until the rest fit the budget.
+  void trimLargeCache() {
+    while (largeCacheResidentBytes_ > largeCacheBudget() || largeCacheCount_ > scalable::kLargeCacheBlocks) {
       CachedLarge** oldest = &largeCache_;
       while ((*oldest)->next != nullptr) oldest = &(*oldest)->next;
-      CachedLarge* evicted = *oldest;
-      *oldest = nullptr;
-      largeCacheBytes_ -= evicted->bytes;
-      --largeCacheCount_;
-      top_.free(evicted);
+      releaseCachedLarge(oldest);
     }
   }
 
-  // Under poolLock_: the newest cached block of at least `bytes` and at most twice that (a
-  // small request does not pin a big block), unlinked; or null.
-  void* takeCachedLarge(std::size_t bytes) {
+  // Under poolLock_: blocks idle for longer than the delay go back (the list is newest
+  // first, so they are its tail).
+  void purgeIdleLarge() {
+    CachedLarge** link = &largeCache_;
+    while (*link != nullptr && largeClock_ - (*link)->freedAt <= scalable::kLargeCachePurgeDelay) link = &(*link)->next;
+    while (*link != nullptr) releaseCachedLarge(link);
+  }
+
+  void releaseCachedLarge(CachedLarge** link) {
+    CachedLarge* cached = *link;
+    *link = cached->next;
+    largeCacheResidentBytes_ -= cached->residentBytes;
+    --largeCacheCount_;
+    top_.free(cached);
+  }
+
+  // Under poolLock_: the smallest cached block of at least `bytes` (the newest of equals),
+  // unlinked; or null.
+  CachedLarge* takeCachedLarge(std::size_t bytes) {
+    CachedLarge** best = nullptr;
     for (CachedLarge** link = &largeCache_; *link != nullptr; link = &(*link)->next) {
-      CachedLarge* cached = *link;
-      if (cached->bytes >= bytes && cached->bytes - bytes <= bytes) {
-        *link = cached->next;
-        largeCacheBytes_ -= cached->bytes;
-        --largeCacheCount_;
-        return cached;
-      }
+      if ((*link)->bytes >= bytes && (best == nullptr || (*link)->bytes < (*best)->bytes)) best = link;
     }
-    return nullptr;
+    if (best == nullptr) return nullptr;
+    CachedLarge* cached = *best;
+    *best = cached->next;
+    largeCacheResidentBytes_ -= cached->residentBytes;
+    --largeCacheCount_;
+    return cached;
   }
 
   const std::uint64_t id_;
@@ -784,13 +878,12 @@ class ScalableHeap {
   std::size_t freshLeft_ = 0;
   void* arenas_ = nullptr;
   Superblock* largeBlocks_ = nullptr;
-  struct CachedLarge {
-    CachedLarge* next;
-    std::size_t bytes;  // what allocLarge may use from the block's start
-  };
   CachedLarge* largeCache_ = nullptr;  // freed large blocks, newest first
-  std::size_t largeCacheBytes_ = 0;
+  std::size_t largeCacheResidentBytes_ = 0;
   std::size_t largeCacheCount_ = 0;
+  std::uint64_t largeClock_ = 0;  // large mallocs and frees so far: the cache's clock
+  std::size_t recentLargestFree_ = 0;
+  std::uint64_t recentLargestFreeAt_ = 0;
 
   SpinLock heapsLock_;  // guards the heap registry; taken before poolLock_
   ThreadHeapState* freeHeaps_ = nullptr;
