@@ -91,6 +91,16 @@ static void* freeInThread(void* pointer) {
   return NULL;
 }
 
+/* An interior pointer freed by another thread than the one that allocated it. */
+static void remoteInterior(void) {
+  char* p = mallocOf(64);
+  memset(p, 0x41, 64);
+  heapkit_misuse_announce(p + 16);
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, freeInThread, p + 16) != 0) _exit(5);
+  pthread_join(thread, NULL);
+}
+
 /* Freed by its owner, then by another thread. */
 static void remoteDoubleFree(void) {
   void* p = mallocOf(64);
@@ -142,6 +152,7 @@ static int runCase(const char* name) {
   else if (strcmp(name, "interior-small") == 0) freeInterior(64, 16);
   else if (strcmp(name, "interior-medium") == 0) freeInterior(4096, 1024);
   else if (strcmp(name, "interior-large") == 0) freeInterior(256 * 1024, 4096);
+  else if (strcmp(name, "interior-remote") == 0) remoteInterior();
   else if (strcmp(name, "unaligned") == 0) freeInterior(64, 8);
   else if (strcmp(name, "remote-double-free") == 0) remoteDoubleFree();
   else if (strcmp(name, "remote-remote-double-free") == 0) remoteRemoteDoubleFree();

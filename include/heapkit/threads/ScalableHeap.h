@@ -265,7 +265,7 @@ class ScalableHeap {
     ThreadHeapState* heap = cachedHeap();
     if (sb->owner == heap && flags(sb) == 0) [[likely]] {
       auto* node = static_cast<FreeNode*>(pointer);
-      if constexpr (kHardened) checkOwnFree(sb, node);
+      if constexpr (kHardened) checkOwnFree(heap, sb, node);
       node->next = sb->freeList;
       sb->freeList = node;
       if (--sb->used == 0) [[unlikely]] onLocalSuperblockEmpty(heap, sb);
@@ -791,8 +791,9 @@ class ScalableHeap {
   // foreign pointer lands on. A small object's start is a whole number of objects from
   // the first, and its second word holds its tag while it is free (double frees). A large
   // block's cookie changes when it is freed, so a second free of a cached block is told
-  // from an invalid pointer. The owner's fast path makes only the object checks: a header
-  // whose first word is this thread's heap is not a foreign page's.
+  // from an invalid pointer. The owner's fast path checks only the tag: a header
+  // whose first word is this thread's heap is not a foreign page's; and the object-start
+  // check is too dear there (see checkOwnFree).
 
   static std::uint32_t liveCookie(const Superblock* sb) { return static_cast<std::uint32_t>(hardening::tagOf(sb)); }
   static constexpr std::uint32_t kFreedLargeCookie = 1;  // xor'ed into the live cookie
@@ -806,9 +807,19 @@ class ScalableHeap {
            static_cast<std::uint32_t>(offset * sb->reciprocal) < scalable::kSuperblockBytes;
   }
 
-  static void checkOwnFree(const Superblock* sb, FreeNode* node) {
-    if (!isObjectStart(sb, node)) [[unlikely]] hardening::invalidPointer(node);
+  // The owner's fast path checks the tag only: the object-start check there (a load, a
+  // multiply and a compare more) doubled the cost of hardening on cfrac (+4.3% to +8.7%
+  // instructions), so interior pointers freed by the owner are not detected.
+  // A thread without a heap matches a header whose owner is null: zeroed memory a foreign
+  // pointer masks to, or a superblock back in the pool. Neither is a valid free.
+  static void checkOwnFree(const ThreadHeapState* heap, Superblock* sb, FreeNode* node) {
+    if (heap == nullptr) [[unlikely]] rejectFreeWithoutOwner(sb, node);
     hardening::checkAndTagFreed(node);
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] static void rejectFreeWithoutOwner(Superblock* sb, FreeNode* node) {
+    checkHeader(sb, node);
+    hardening::checkNotFreed(node);
+    hardening::invalidPointer(node);
   }
 
   // The slow path's header checks; the object's tag is checked once its start is known.
