@@ -11,11 +11,14 @@
 #include "heapkit/dmm/DmmHeap.h"
 #include "heapkit/threads/LockedHeap.h"
 #include "heapkit/threads/Locks.h"
+#include "heapkit/utility/HardenedHeap.h"
 #include "heapkit/wrapper/ANSIWrapper.h"
 #include "heapkit_entry_points.h"
 
 namespace {
-using ProvidedHeap = heapkit::ANSIWrapper<heapkit::LockedHeap<heapkit::SpinLock, heapkit::DmmHeap<heapkit::RealMemory>>>;
+// HardenedHeap: unaligned pointers and pointers outside the design's arena stop the program.
+using ProvidedHeap =
+    heapkit::ANSIWrapper<heapkit::HardenedHeap<heapkit::LockedHeap<heapkit::SpinLock, heapkit::DmmHeap<heapkit::RealMemory>>>>;
 static_assert(heapkit::SizedHeap<ProvidedHeap>);
 
 alignas(ProvidedHeap) alignas(64) unsigned char storage[sizeof(ProvidedHeap)];

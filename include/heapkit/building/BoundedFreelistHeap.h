@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "heapkit/core/Counting.h"
+#include "heapkit/core/Hardening.h"
 #include "heapkit/core/HeapContract.h"
 
 namespace heapkit {
@@ -33,6 +34,7 @@ class BoundedFreelistHeap : public Super {
     if (head_ != nullptr && fits(head_, size)) {
       Node* node = head_;
       head_ = node->next;
+      if constexpr (kHardened) hardening::untagAllocated(node);
       countWork(*this, 1, 2, 1);
       if constexpr (Bound != kUnbounded) --length_;
       return node;
@@ -43,6 +45,9 @@ class BoundedFreelistHeap : public Super {
 
   void free(void* object) {
     if (object == nullptr) return;
+    // Checked before the bound (a second free of a listed object must not reach the
+    // parent either), tagged only once listed (the parent may hand the object out again).
+    if constexpr (kHardened) hardening::checkNotFreed(object);
     if constexpr (Bound != kUnbounded) {
       if (length_ == Bound) {
         Super::free(object);
@@ -53,6 +58,7 @@ class BoundedFreelistHeap : public Super {
     auto* node = static_cast<Node*>(object);
     node->next = head_;
     head_ = node;
+    if constexpr (kHardened) hardening::tagFreed(object);
     countWork(*this, 1, 1, 2);
   }
 
@@ -60,6 +66,8 @@ class BoundedFreelistHeap : public Super {
   std::size_t cachedObjects() const requires(Bound != kUnbounded) { return length_; }
 
  private:
+  static constexpr bool kHardened = hardened<Super>();
+
   struct Node {
     Node* next;
   };

@@ -12,6 +12,7 @@
 
 #include "heapkit/building/DLList.h"
 #include "heapkit/core/Counting.h"
+#include "heapkit/core/Hardening.h"
 #include "heapkit/core/HeapContract.h"
 
 namespace heapkit {
@@ -39,6 +40,7 @@ class CoalesceHeap : public Super {
 
   void free(void* block) {
     if (block == nullptr) return;
+    if constexpr (hardened<Super>()) Super::checkFreeable(block);
     void* following = Super::next(block);
     countWork(*this, 0, 2, 0);  // this block's size word and the next one's
     if (Super::isFree(following)) {

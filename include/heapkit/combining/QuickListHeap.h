@@ -8,6 +8,7 @@
 #include <cstddef>
 
 #include "heapkit/core/Counting.h"
+#include "heapkit/core/Hardening.h"
 #include "heapkit/core/HeapContract.h"
 
 namespace heapkit {
@@ -26,35 +27,26 @@ class QuickListHeap : public Super {
   ~QuickListHeap() { consolidate(); }
 
   void* malloc(std::size_t size) {
-    if (size <= MaxQuickBytes) {
-      // The list of exactly the usable size the heap below would give this request.
-      std::size_t list = usableSizeFor(size) / 16;
-      countWork(*this, 2, 1, 0);  // the list's lookup and its head
-      if (Node* node = heads_[list]) {
-        heads_[list] = node->next;
-        countWork(*this, 0, 1, 1);
-        return node;
-      }
+    if constexpr (kHardened) {
+      // Whatever path hands the object out, a tag left from an earlier life goes: a block
+      // merged below keeps its old second word, and may be carved at the same address.
+      void* object = mallocUnchecked(size);
+      if (object != nullptr) hardening::untagAllocated(object);
+      return object;
+    } else {
+      return mallocUnchecked(size);
     }
-    // Give the heap below the quick-listed objects to merge, as dlmalloc consolidates its
-    // fast bins: before a large request, so it is placed among merged neighbours rather
-    // than cut from a block those would have joined, and before the heap grows, or
-    // objects freed at one size could never serve another while the heap grows.
-    if constexpr (requires(Super& s) { s.mallocCached(size); }) {
-      if (quickObjects_ != 0) {
-        if (size >= kLargeRequestBytes) consolidate();
-        else if (void* object = Super::mallocCached(size)) return object;
-        else consolidate();
-      }
-    }
-    return Super::malloc(size);
   }
 
   void free(void* object) {
     if (object == nullptr) return;
+    // The heap below sees quick-listed objects as in use: its checks tell pointers that
+    // are not its blocks and blocks it holds free; the tag tells quick-listed ones.
+    if constexpr (kHardened && requires { Super::checkFreeable(object); }) Super::checkFreeable(object);
     std::size_t list = Super::getSize(object) / 16;
     countWork(*this, 1, 1, 0);
     if (list < kLists) {
+      if constexpr (kHardened) hardening::checkAndTagFreed(object);
       auto* node = static_cast<Node*>(object);
       node->next = heads_[list];
       heads_[list] = node;
@@ -80,6 +72,33 @@ class QuickListHeap : public Super {
   }
 
  private:
+  static constexpr bool kHardened = hardened<Super>();
+
+  void* mallocUnchecked(std::size_t size) {
+    if (size <= MaxQuickBytes) {
+      // The list of exactly the usable size the heap below would give this request.
+      std::size_t list = usableSizeFor(size) / 16;
+      countWork(*this, 2, 1, 0);  // the list's lookup and its head
+      if (Node* node = heads_[list]) {
+        heads_[list] = node->next;
+        countWork(*this, 0, 1, 1);
+        return node;
+      }
+    }
+    // Give the heap below the quick-listed objects to merge, as dlmalloc consolidates its
+    // fast bins: before a large request, so it is placed among merged neighbours rather
+    // than cut from a block those would have joined, and before the heap grows, or
+    // objects freed at one size could never serve another while the heap grows.
+    if constexpr (requires(Super& s) { s.mallocCached(size); }) {
+      if (quickObjects_ != 0) {
+        if (size >= kLargeRequestBytes) consolidate();
+        else if (void* object = Super::mallocCached(size)) return object;
+        else consolidate();
+      }
+    }
+    return Super::malloc(size);
+  }
+
   struct Node {
     Node* next;
   };

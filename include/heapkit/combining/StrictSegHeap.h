@@ -15,6 +15,7 @@
 #include <cstddef>
 
 #include "heapkit/core/Counting.h"
+#include "heapkit/core/Hardening.h"
 #include "heapkit/core/HeapContract.h"
 
 namespace heapkit {
@@ -30,6 +31,8 @@ class StrictSegHeap : public BigHeap {
   class BinParent {
    public:
     static constexpr std::size_t Alignment = BigHeap::Alignment;
+    // Bins check what the big heap's top asks for (core/Hardening.h).
+    static constexpr bool HardenedAgainstMisuse = hardened<BigHeap>();
 
     void* malloc(std::size_t) { return nullptr; }
     void free(void* object) { bigHeap().free(object); }

@@ -97,6 +97,10 @@ class DmmHeap {
     std::visit([object](auto& heap) { freeTo(heap, object); }, allocators_[owner - 1]);
   }
 
+  // Inside an extent of the arena that an allocator or the fallback holds (HardenedHeap
+  // refuses other pointers: free would index the allocators with no owner).
+  bool owns(const void* object) const { return arena_.ownerOf(object) != Arena::kNoOwner; }
+
   std::size_t getSize(void* object) {
     std::uint8_t owner = arena_.ownerOf(object);
     if (owner == kFallbackOwner) return fallbackHeap_.getSize(object);

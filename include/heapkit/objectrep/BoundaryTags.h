@@ -16,7 +16,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
+#include "heapkit/core/Hardening.h"
 #include "heapkit/core/HeapContract.h"
 #include "heapkit/core/SizeWord.h"
 
@@ -62,6 +64,29 @@ struct BoundaryTags {
     sizeWord(block) = keepBytes | (sizeWord(block) & sizeword::kFlagMask);
     sizeWord(rest) = total - keepBytes;
     return rest;
+  }
+
+  // Hardened heaps ask this before freeing a block, as dlmalloc does: a block that is
+  // free, or whose next block says so, is freed a second time; a length too small to be a
+  // block's or running past the end of the address space, or a next block that is not
+  // one, means the pointer is not a block's (interior, foreign or corrupted).
+  static void checkFreeable(void* block) {
+    constexpr std::uintptr_t kAddressSpaceEnd = std::uintptr_t{1} << 47;
+    std::size_t bytes = blockBytes(block);
+    auto address = reinterpret_cast<std::uintptr_t>(block);
+    if (bytes < kMinBlockBytes || address >= kAddressSpaceEnd || bytes > kAddressSpaceEnd - address) [[unlikely]]
+      hardening::invalidPointer(block);
+    void* following = next(block);
+    if (isFree(block)) [[unlikely]] {
+      // A block this heap holds free also told its next block its length (setFree);
+      // a word that merely has the flag bit (another malloc's chunk header) did not.
+      if (previousIsFree(following) && previousBytes(following) == bytes) hardening::doubleFree(block);
+      hardening::invalidPointer(block);
+    }
+    // Merged into the free block before it: its own word is stale, the next block's is not.
+    if (previousIsFree(following)) [[unlikely]] hardening::doubleFree(block);
+    std::size_t followingBytes = blockBytes(following);
+    if (followingBytes != 0 && followingBytes < kMinBlockBytes) [[unlikely]] hardening::invalidPointer(block);
   }
 
   // Absorb `following`, which must be next(block); setFree writes the merged length.

@@ -1,10 +1,15 @@
 // SizeHeap: prepends a 16-byte header that records each object's usable size, so layers
-// above can call getSize. The size sits in the word just before the object.
+// above can call getSize. The size sits in the word just before the object. Hardened
+// (core/Hardening.h), the word before it holds a cookie (the secret mixed with its
+// address), and getSize, which every free above asks first, refuses a pointer whose cookie
+// is wrong: one this heap did not hand out, or one inside an object.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "heapkit/core/Counting.h"
+#include "heapkit/core/Hardening.h"
 #include "heapkit/core/HeapContract.h"
 #include "heapkit/core/SizeWord.h"
 
@@ -27,6 +32,7 @@ class SizeHeap : public Super {
     if (block == nullptr) return nullptr;
     void* object = block + kHeaderBytes;
     sizeword::set(object, usable);
+    if constexpr (kHardened) *cookieOf(object) = hardening::tagOf(cookieOf(object));
     countWork(*this, 0, 0, 1);
     return object;
   }
@@ -35,7 +41,16 @@ class SizeHeap : public Super {
     if (object != nullptr) Super::free(static_cast<char*>(object) - kHeaderBytes);
   }
 
-  std::size_t getSize(void* object) const { return sizeword::size(object); }
+  std::size_t getSize(void* object) const {
+    if constexpr (kHardened) {
+      if (*cookieOf(object) != hardening::tagOf(cookieOf(object))) [[unlikely]] hardening::invalidPointer(object);
+    }
+    return sizeword::size(object);
+  }
+
+ private:
+  static constexpr bool kHardened = hardened<Super>();
+  static std::uint64_t* cookieOf(void* object) { return static_cast<std::uint64_t*>(object) - 2; }
 };
 
 }  // namespace heapkit

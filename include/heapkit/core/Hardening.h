@@ -1,0 +1,117 @@
+// Hardening against misuse: the policy switch, the per-process secret, and the report.
+//
+// A composition is hardened when its top heap is wrapped in Hardened<Top> (the preload
+// libraries do this). Layers that keep freed objects or object headers ask hardened<Super>()
+// and, only then, add their cheap checks (a tag in a freed object's second word, a cookie
+// in a header, the in-use bits of boundary tags). Without the wrapper the checks compile
+// away, so the DMM simulator's layers do exactly the work they always did.
+//
+// The report is what glibc does: one line on standard error naming the pointer, then
+// abort(). It runs inside malloc, so it uses neither stdio nor malloc nor the C++ runtime:
+// write(2) and a hand-formatted hex number.
+#pragma once
+
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+
+namespace heapkit {
+
+// Marks a top heap (and so every layer above it) as hardened. Layers inherit the flag
+// from their parent, as they inherit SimulatesData.
+template <class H>
+constexpr bool hardened() {
+  if constexpr (requires { H::HardenedAgainstMisuse; }) return H::HardenedAgainstMisuse;
+  else return false;
+}
+
+namespace hardening {
+inline void ensureSecret();
+}
+
+// The secret exists before any layer above can hand out an object.
+template <class Top>
+struct Hardened : Top {
+  static constexpr bool HardenedAgainstMisuse = true;
+  template <class... Args>
+  explicit Hardened(Args&&... args) : Top(static_cast<Args&&>(args)...) {
+    hardening::ensureSecret();
+  }
+};
+
+namespace hardening {
+
+// Set once, by the first hardened heap constructed (the preload libraries construct theirs
+// before the process's first allocation is served), and never changed after.
+inline constinit std::atomic<std::uint64_t> secretValue{0};
+
+inline std::uint64_t secret() { return secretValue.load(std::memory_order_relaxed); }
+
+inline void ensureSecret() {
+  if (secret() != 0) return;
+  std::uint64_t value = 0;
+  if (getrandom(&value, sizeof value, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof value)) {
+    // No entropy yet (early boot): the clock and an ASLR'd address still differ per process.
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    value = (static_cast<std::uint64_t>(now.tv_nsec) << 32) ^ static_cast<std::uint64_t>(now.tv_sec) ^
+            reinterpret_cast<std::uintptr_t>(&value) ^ 0x9e3779b97f4a7c15u;
+  }
+  value |= 1;  // never 0, the "not yet set" value
+  std::uint64_t expected = 0;
+  secretValue.compare_exchange_strong(expected, value, std::memory_order_relaxed);
+}
+
+// The tag of the object or header at `address`: the secret mixed with the address, so a
+// tag copied from one object to another does not match there.
+inline std::uint64_t tagOf(const void* address) { return secret() ^ reinterpret_cast<std::uintptr_t>(address); }
+
+// The second word of a freed object holds its tag while the object is on a free list
+// (every object is at least 16 bytes; free lists link through the first word).
+inline std::uint64_t& secondWord(void* object) { return static_cast<std::uint64_t*>(object)[1]; }
+
+// "heapkit: <what> 0x<pointer>\n" on standard error, then SIGABRT.
+[[noreturn, gnu::cold, gnu::noinline]] inline void report(const char* what, const void* pointer) {
+  char line[160];
+  std::size_t length = 0;
+  for (const char* s = "heapkit: "; *s != '\0'; ++s) line[length++] = *s;
+  for (const char* s = what; *s != '\0' && length < 120; ++s) line[length++] = *s;
+  line[length++] = ' ';
+  line[length++] = '0';
+  line[length++] = 'x';
+  auto value = reinterpret_cast<std::uintptr_t>(pointer);
+  int digits = 1;
+  while (digits < 16 && (value >> (4 * digits)) != 0) ++digits;
+  for (int i = digits - 1; i >= 0; --i) line[length++] = "0123456789abcdef"[(value >> (4 * i)) & 15];
+  line[length++] = '\n';
+  ssize_t ignored = write(STDERR_FILENO, line, length);
+  (void)ignored;
+  abort();
+}
+
+[[noreturn]] inline void doubleFree(const void* pointer) { report("free(): double free of", pointer); }
+[[noreturn]] inline void invalidPointer(const void* pointer) { report("free(): invalid pointer", pointer); }
+[[noreturn]] inline void corruptFreeList(const void* where) { report("corrupted free list at", where); }
+
+// The checks a free list makes: a freed object that already carries its tag is freed a
+// second time (a 64-bit secret mixed with the address: a live object holds it only if the
+// program copied it there from this very object's freed memory).
+inline void checkNotFreed(void* object) {
+  if (secondWord(object) == tagOf(object)) [[unlikely]] doubleFree(object);
+}
+inline void tagFreed(void* object) { secondWord(object) = tagOf(object); }
+inline void checkAndTagFreed(void* object) {
+  std::uint64_t tag = tagOf(object);
+  if (secondWord(object) == tag) [[unlikely]] doubleFree(object);
+  secondWord(object) = tag;
+}
+// Handed out again: no longer freed.
+inline void untagAllocated(void* object) { secondWord(object) = 0; }
+
+}  // namespace hardening
+}  // namespace heapkit

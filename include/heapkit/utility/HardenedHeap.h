@@ -1,0 +1,33 @@
+// HardenedHeap: the checks on free that need no knowledge of the heap below. A pointer
+// that is not 16-byte aligned was never handed out (every object is); a heap that can tell
+// its own memory (owns(pointer): DmmHeap's arena) refuses pointers outside it. Either
+// stops the program with one line naming the pointer (core/Hardening.h).
+//
+// The checks that need a layer's state (free-list tags, header cookies, boundary-tag bits)
+// are made by those layers when the composition's top heap is Hardened<Top>. Every
+// heapkit_add_allocator() library puts this layer under ANSIWrapper.
+#pragma once
+
+#include <cstdint>
+
+#include "heapkit/core/Hardening.h"
+#include "heapkit/core/HeapContract.h"
+
+namespace heapkit {
+
+template <Heap Super>
+class HardenedHeap : public Super {
+ public:
+  using Super::Super;
+  HardenedHeap() = default;
+
+  void free(void* object) {
+    if (reinterpret_cast<std::uintptr_t>(object) % kMinAlignment != 0) [[unlikely]] hardening::invalidPointer(object);
+    if constexpr (requires(const Super& heap) { heap.owns(object); }) {
+      if (object != nullptr && !Super::owns(object)) [[unlikely]] hardening::invalidPointer(object);
+    }
+    Super::free(object);
+  }
+};
+
+}  // namespace heapkit
