@@ -112,25 +112,28 @@ class ScalableHeap {
   // cache lines, so that frees by other threads (which read the first and write the
   // third) never fight with the owner's allocations (which write the second).
   struct alignas(64) Superblock {
+    // The one word free's fast path compares: the owner heap's freeToken while none of
+    // freeFlags is set, else 0 (no thread's token). Here, not with the owner's data: every
+    // free reads it, and a remote free that read the owner's cache line would take it
+    // away from the owner. Only the owner writes it (relaxed: plain moves).
+    std::atomic<std::uint64_t> freeToken;
     // Set when the superblock is (re)initialised, then (except freeFlags) only read.
     ThreadHeapState* owner;
     char* firstObject;
     std::uint64_t reciprocal;  // ceil(2^32 / objectBytes): object index without a division
     std::uint32_t objectBytes;
     std::uint32_t sizeClass;
-    // Here, not with the owner's data: every free reads it, and a remote free that read
-    // the owner's cache line would take it away from the owner. Changes rarely (a
-    // superblock entering or leaving the full list, memalign). Only the owner writes it,
-    // so relaxed loads and stores suffice (plain moves), and no read-modify-write.
+    // Changes rarely (a superblock entering or leaving the full list, memalign). Only the
+    // owner writes it, so relaxed loads and stores suffice, and no read-modify-write.
     std::atomic<std::uint32_t> freeFlags;
-    char* lastStart;  // last address where a whole object still fits
-    void* topBlock;   // large blocks: what Top gave
+    void* topBlock;  // large blocks: what Top gave
     std::size_t usableBytes;
     // Written by the owning thread (or under the pool lock).
     alignas(64) Superblock* prev;
     Superblock* next;
     FreeNode* freeList;
     char* bump;
+    char* lastStart;     // last address where a whole object still fits
     std::uint32_t used;  // handed out and not yet back on freeList
     // Written by other threads.
     alignas(64) std::atomic<FreeNode*> remoteFree;
@@ -142,9 +145,16 @@ class ScalableHeap {
   static std::uint32_t flags(const Superblock* sb) { return sb->freeFlags.load(std::memory_order_relaxed); }
   static void setFlag(Superblock* sb, std::uint32_t flag) {
     sb->freeFlags.store(flags(sb) | flag, std::memory_order_relaxed);
+    syncFreeToken(sb);
   }
   static void clearFlag(Superblock* sb, std::uint32_t flag) {
     sb->freeFlags.store(flags(sb) & ~flag, std::memory_order_relaxed);
+    syncFreeToken(sb);
+  }
+  // The owner's token opens free's fast path; a flag, or no owner, closes it.
+  static void syncFreeToken(Superblock* sb) {
+    std::uint64_t token = sb->owner != nullptr && flags(sb) == 0 ? sb->owner->freeToken : kClosedFreeToken;
+    sb->freeToken.store(token, std::memory_order_relaxed);
   }
 
   // Headers at one offset in every superblock would all fall in the same cache sets
@@ -164,7 +174,28 @@ class ScalableHeap {
     Superblock* full = nullptr;
   };
 
+  // Free tokens identify a thread heap for free's fast path. They are never reused (a
+  // heap's address may be, once an instance is destroyed, while other threads still
+  // cache a pointer to it), and no superblock or thread ever holds the two below.
+  static constexpr std::uint64_t kClosedFreeToken = 0;  // a superblock's: no fast free
+  static constexpr std::uint64_t kNoFreeToken = ~std::uint64_t{0};  // a thread's: no heap
+  static std::uint64_t newFreeToken() {
+    static constinit std::atomic<std::uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // malloc's fast path for requests up to kDirectBytes: one load from the size in 16-byte
+  // granules to the class's current superblock, as mimalloc's pages_direct. An exhausted
+  // class points at `noFreeObjects`, whose empty free list sends malloc to the slow path,
+  // so the fast path tests no null superblock. 65 entries: 520 bytes per heap.
+  static constexpr std::size_t kDirectBytes = 1024;
+  static constexpr std::size_t kDirectGranules = kDirectBytes / 16 + 1;
+  static inline constinit Superblock noFreeObjects{};
+
   struct ThreadHeapState {
+    ThreadHeapState() { direct.fill(&noFreeObjects); }
+    std::array<Superblock*, kDirectGranules> direct;  // [granules]: classes[class].partial or noFreeObjects
+    std::uint64_t freeToken = newFreeToken();
     ClassState classes[scalable::kNumClasses];
     std::atomic<Superblock*> reactivated{nullptr};
     ScalableHeap* instance;
@@ -175,6 +206,7 @@ class ScalableHeap {
   struct ThreadCache {
     std::uint64_t instanceId;
     ThreadHeapState* heap;
+    std::uint64_t freeToken;  // heap->freeToken, or kNoFreeToken
   };
 
  public:
@@ -188,7 +220,7 @@ class ScalableHeap {
 
   ~ScalableHeap() {
     if (keyOk_) pthread_key_delete(key_);
-    if (threadCache.instanceId == id_) threadCache = {0, nullptr};
+    if (threadCache.instanceId == id_) threadCache = {0, nullptr, kNoFreeToken};
     while (largeBlocks_ != nullptr) {
       Superblock* block = largeBlocks_;
       largeBlocks_ = block->next;
@@ -215,7 +247,20 @@ class ScalableHeap {
   // The fast path: this thread's current superblock of the class has a free object. No
   // lock, no atomic, no call; everything else is out of line.
   void* malloc(std::size_t size) {
-    if (size <= scalable::kMaxSmallBytes) [[likely]] {
+    if (size <= kDirectBytes) [[likely]] {
+      if (threadCache.instanceId == id_) [[likely]] {
+        ThreadHeapState* heap = threadCache.heap;  // never null while the id matches
+        Superblock* sb = heap->direct[(size + 15) / 16];
+        if (FreeNode* node = sb->freeList) [[likely]] {
+          sb->freeList = node->next;
+          ++sb->used;
+          return node;
+        }
+        return allocSmallSlow(heap, scalable::sizeToClass(size));
+      }
+      return allocSmallWithoutCachedHeap(size);
+    }
+    if (size <= scalable::kMaxSmallBytes) {
       if (threadCache.instanceId == id_) [[likely]] {
         ThreadHeapState* heap = threadCache.heap;  // never null while the id matches
         std::size_t sizeClass = scalable::sizeToClass(size);
@@ -250,20 +295,26 @@ class ScalableHeap {
     return allocLarge(size, alignment);
   }
 
-  // The fast path: this thread owns the superblock and none of its flags asks for more.
-  // A large block has a flag, and no owner, so a thread without a heap never matches.
+  // The fast path: the superblock's free token is this thread's heap's, so this thread
+  // owns it and none of its flags asks for more. A large block's header has no token,
+  // and a thread without a heap has none, so neither matches; nor does this thread when
+  // it last used another instance (its heap there has another token).
   void free(void* pointer) {
     if (pointer == nullptr) return;
-    Superblock* sb = superblockOf(pointer);
-    ThreadHeapState* heap = cachedHeap();
-    if (sb->owner == heap && flags(sb) == 0) [[likely]] {
-      auto* node = static_cast<FreeNode*>(pointer);
-      node->next = sb->freeList;
-      sb->freeList = node;
-      if (--sb->used == 0) [[unlikely]] onLocalSuperblockEmpty(heap, sb);
-      return;
+    auto address = reinterpret_cast<std::uintptr_t>(pointer);
+    // A superblock begins with its header area, so only a large block's object starts
+    // on a superblock boundary (and its header lies one superblock below): slow path.
+    if ((address & (scalable::kSuperblockBytes - 1)) != 0) [[likely]] {
+      Superblock* sb = headerAt(address & ~(scalable::kSuperblockBytes - 1));
+      if (sb->freeToken.load(std::memory_order_relaxed) == threadCache.freeToken) [[likely]] {
+        auto* node = static_cast<FreeNode*>(pointer);
+        node->next = sb->freeList;
+        sb->freeList = node;
+        if (--sb->used == 0) [[unlikely]] onLocalSuperblockEmpty(sb);
+        return;
+      }
     }
-    freeSlow(sb, pointer);
+    freeSlow(pointer);
   }
 
   std::size_t getSize(void* pointer) const {
@@ -321,15 +372,12 @@ class ScalableHeap {
 
   // One entry per thread: the heap of the instance it used last. The pthread key is
   // the fallback when a thread uses several instances.
-  static inline constinit thread_local ThreadCache threadCache{0, nullptr};
+  static inline constinit thread_local ThreadCache threadCache{0, nullptr, kNoFreeToken};
 
   static std::atomic<std::uint64_t>& nextInstanceId() {
     static constinit std::atomic<std::uint64_t> next{1};
     return next;
   }
-
-  // This thread's heap of this instance when the thread used this instance last.
-  ThreadHeapState* cachedHeap() const { return threadCache.instanceId == id_ ? threadCache.heap : nullptr; }
 
   ThreadHeapState* myHeap(bool create) {
     if (threadCache.instanceId == id_) return threadCache.heap;
@@ -338,11 +386,11 @@ class ScalableHeap {
       if (!create) return nullptr;
       heap = acquireHeap();
       if (heap == nullptr) return nullptr;
-      threadCache = {id_, heap};
+      threadCache = {id_, heap, heap->freeToken};
       // Set after the cache: pthread_setspecific may itself call malloc (keys >= 32).
       if (keyOk_) pthread_setspecific(key_, heap);
     }
-    threadCache = {id_, heap};
+    threadCache = {id_, heap, heap->freeToken};
     return heap;
   }
 
@@ -372,7 +420,7 @@ class ScalableHeap {
   }
 
   void releaseHeap(ThreadHeapState* heap) {
-    if (threadCache.heap == heap) threadCache = {0, nullptr};
+    if (threadCache.heap == heap) threadCache = {0, nullptr, kNoFreeToken};
     // Superblocks that are wholly free go back to the pool now; the rest travel with the
     // heap to the next thread, and remote frees keep reaching them meanwhile.
     for (std::size_t c = 0; c < scalable::kNumClasses; ++c) {
@@ -381,7 +429,7 @@ class ScalableHeap {
         Superblock* next = sb->next;
         collectRemote(sb);
         if (sb->used == 0) {
-          unlinkPartial(heap->classes[c], sb);
+          unlinkPartial(heap, sb);
           retire(sb);
         }
         sb = next;
@@ -437,14 +485,14 @@ class ScalableHeap {
     while (Superblock* sb = cls.partial) {
       collectRemote(sb);
       if (void* object = takeFrom(sb)) return object;
-      if (!moveToFull(cls, sb)) {  // a remote free arrived meanwhile: use it
+      if (!moveToFull(heap, sb)) {  // a remote free arrived meanwhile: use it
         collectRemote(sb);
         if (void* object = takeFrom(sb)) return object;
       }
     }
     Superblock* sb = newSuperblock(heap, sizeClass);
     if (sb == nullptr) return nullptr;
-    pushPartialFront(cls, sb);
+    pushPartialFront(heap, sb);
     return takeFrom(sb);
   }
 
@@ -492,15 +540,16 @@ class ScalableHeap {
   }
 
   // Returns false when it found a remote free and kept the superblock partial instead.
-  bool moveToFull(ClassState& cls, Superblock* sb) {
+  bool moveToFull(ThreadHeapState* heap, Superblock* sb) {
     sb->inFullList.store(1, std::memory_order_seq_cst);
     if (sb->remoteFree.load(std::memory_order_seq_cst) != nullptr) {
       std::uint32_t expected = 1;
       if (sb->inFullList.compare_exchange_strong(expected, 0, std::memory_order_seq_cst)) return false;
       // A remote freer claimed it: it will be on `reactivated` shortly; park it in full.
     }
-    unlinkPartial(cls, sb);
+    unlinkPartial(heap, sb);
     setFlag(sb, kInFullList);
+    ClassState& cls = heap->classes[sb->sizeClass];
     sb->prev = nullptr;
     sb->next = cls.full;
     if (cls.full) cls.full->prev = sb;
@@ -513,7 +562,7 @@ class ScalableHeap {
     Superblock* sb = heap->reactivated.exchange(nullptr, std::memory_order_acquire);
     while (sb != nullptr) {
       Superblock* next = sb->nextReactivated;
-      moveFullToPartial(heap->classes[sb->sizeClass], sb);
+      moveFullToPartial(heap, sb);
       sb = next;
     }
   }
@@ -524,38 +573,53 @@ class ScalableHeap {
     if (sb->next) sb->next->prev = sb->prev;
   }
 
-  static void unlinkPartial(ClassState& cls, Superblock* sb) {
+  // The partial list's head is the class's current superblock, which the direct table
+  // of small sizes names too: every change of the head goes through these.
+  static void unlinkPartial(ThreadHeapState* heap, Superblock* sb) {
+    ClassState& cls = heap->classes[sb->sizeClass];
     if (sb->prev) sb->prev->next = sb->next;
-    else cls.partial = sb->next;
+    else setCurrent(heap, sb->sizeClass, sb->next);
     if (sb->next) sb->next->prev = sb->prev;
     else cls.partialTail = sb->prev;
   }
 
-  static void pushPartialFront(ClassState& cls, Superblock* sb) {
+  static void pushPartialFront(ThreadHeapState* heap, Superblock* sb) {
+    ClassState& cls = heap->classes[sb->sizeClass];
     clearFlag(sb, kInFullList);
     sb->prev = nullptr;
     sb->next = cls.partial;
     if (cls.partial) cls.partial->prev = sb;
     else cls.partialTail = sb;
-    cls.partial = sb;
+    setCurrent(heap, sb->sizeClass, sb);
   }
 
   // Behind the current superblock, so the current one stays in use.
-  static void pushPartialBack(ClassState& cls, Superblock* sb) {
+  static void pushPartialBack(ThreadHeapState* heap, Superblock* sb) {
+    ClassState& cls = heap->classes[sb->sizeClass];
     clearFlag(sb, kInFullList);
     sb->next = nullptr;
     sb->prev = cls.partialTail;
     if (cls.partialTail) cls.partialTail->next = sb;
-    else cls.partial = sb;
+    else setCurrent(heap, sb->sizeClass, sb);
     cls.partialTail = sb;
   }
 
-  static void moveFullToPartial(ClassState& cls, Superblock* sb) {
-    unlinkFull(cls, sb);
-    pushPartialBack(cls, sb);
+  static void setCurrent(ThreadHeapState* heap, std::size_t sizeClass, Superblock* sb) {
+    heap->classes[sizeClass].partial = sb;
+    std::size_t objectBytes = scalable::classToSize(sizeClass);
+    if (objectBytes > kDirectBytes) return;
+    std::size_t first = sizeClass == 0 ? 0 : scalable::classToSize(sizeClass - 1) / 16 + 1;
+    for (std::size_t granule = first; granule <= objectBytes / 16; ++granule)
+      heap->direct[granule] = sb != nullptr ? sb : &noFreeObjects;
   }
 
-  [[gnu::noinline]] void freeSlow(Superblock* sb, void* pointer) {
+  static void moveFullToPartial(ThreadHeapState* heap, Superblock* sb) {
+    unlinkFull(heap->classes[sb->sizeClass], sb);
+    pushPartialBack(heap, sb);
+  }
+
+  [[gnu::noinline]] void freeSlow(void* pointer) {
+    Superblock* sb = superblockOf(pointer);
     if (flags(sb) & kLargeBlock) {
       freeLarge(sb);
       return;
@@ -567,10 +631,10 @@ class ScalableHeap {
   }
 
   // A superblock that is not the current one goes back to the pool when it empties.
-  [[gnu::noinline]] void onLocalSuperblockEmpty(ThreadHeapState* heap, Superblock* sb) {
-    ClassState& cls = heap->classes[sb->sizeClass];
-    if (sb != cls.partial) {
-      unlinkPartial(cls, sb);
+  [[gnu::noinline]] void onLocalSuperblockEmpty(Superblock* sb) {
+    ThreadHeapState* heap = sb->owner;
+    if (sb != heap->classes[sb->sizeClass].partial) {
+      unlinkPartial(heap, sb);
       retire(sb);
     }
   }
@@ -584,10 +648,10 @@ class ScalableHeap {
       // Unless a remote freer has claimed it (then `reactivated` brings it back).
       std::uint32_t expected = 1;
       if (!sb->inFullList.compare_exchange_strong(expected, 0, std::memory_order_seq_cst)) return;
-      moveFullToPartial(cls, sb);
+      moveFullToPartial(heap, sb);
     }
     if (sb->used == 0 && sb != cls.partial) {
-      unlinkPartial(cls, sb);
+      unlinkPartial(heap, sb);
       retire(sb);
     }
   }
@@ -652,6 +716,7 @@ class ScalableHeap {
     sb->sizeClass = static_cast<std::uint32_t>(sizeClass);
     sb->used = 0;
     sb->freeFlags.store(0, std::memory_order_relaxed);
+    syncFreeToken(sb);
     sb->remoteFree.store(nullptr, std::memory_order_relaxed);
     sb->inFullList.store(0, std::memory_order_relaxed);
     sb->nextReactivated = nullptr;
@@ -672,6 +737,7 @@ class ScalableHeap {
 
   void retire(Superblock* sb) {
     sb->owner = nullptr;
+    syncFreeToken(sb);
     LockGuard<SpinLock> guard(poolLock_);
     sb->prev = nullptr;
     sb->next = warmPool_;
