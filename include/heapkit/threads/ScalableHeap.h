@@ -134,6 +134,7 @@ class ScalableHeap {
     FreeNode* freeList;
     char* bump;
     char* lastStart;     // last address where a whole object still fits
+    char* residentEnd;   // pages below it have been touched and not given back since
     std::uint32_t used;  // handed out and not yet back on freeList
     // Written by other threads.
     alignas(64) std::atomic<FreeNode*> remoteFree;
@@ -496,7 +497,7 @@ class ScalableHeap {
     return takeFrom(sb);
   }
 
-  static void* takeFrom(Superblock* sb) {
+  void* takeFrom(Superblock* sb) {
     if (sb->freeList == nullptr && !carveFreshObjects(sb)) return nullptr;
     FreeNode* node = sb->freeList;
     sb->freeList = node->next;
@@ -507,7 +508,7 @@ class ScalableHeap {
   // Threads the never-used objects that start in the page the bump pointer is in (at
   // least one) onto the empty free list, so that the inline fast path serves the next
   // ones. Writing their links touches only that page: RSS still grows with use.
-  static bool carveFreshObjects(Superblock* sb) {
+  bool carveFreshObjects(Superblock* sb) {
     if (sb->bump > sb->lastStart) return false;
     std::size_t available = static_cast<std::size_t>(sb->lastStart - sb->bump) / sb->objectBytes + 1;
     auto bump = reinterpret_cast<std::uintptr_t>(sb->bump);
@@ -519,7 +520,32 @@ class ScalableHeap {
     reinterpret_cast<FreeNode*>(object)->next = nullptr;
     sb->freeList = reinterpret_cast<FreeNode*>(sb->bump);
     sb->bump = object + sb->objectBytes;
+    if (sb->bump > sb->residentEnd) {
+      auto grown = static_cast<std::size_t>(sb->bump - sb->residentEnd);
+      sb->residentEnd = sb->bump;
+      if (warmCount_.load(std::memory_order_relaxed) != 0) offsetGrowth(grown);
+    }
     return true;
+  }
+
+  // The program grows into pages never touched (or given back) while the pool holds
+  // resident superblocks nobody took: the peak would count both. As many bytes of the
+  // oldest warm superblocks as the program grew by go back to the OS, so the resident
+  // set stays near what is in use. A program that frees a structure and builds it again
+  // (GCBench) takes the warm superblocks back before it touches new pages, so it keeps
+  // them: 20 more madvise calls there.
+  [[gnu::noinline]] void offsetGrowth(std::size_t grown) {
+    LockGuard<SpinLock> guard(poolLock_);
+    unoffsetGrowth_ += grown;
+    while (warmCount_ != 0) {
+      Superblock* oldest = warmPoolTail_;
+      auto resident = static_cast<std::size_t>(oldest->residentEnd - reinterpret_cast<char*>(baseOf(oldest)));
+      resident = resident > scalable::kPageBytes ? resident - scalable::kPageBytes : 0;  // the header page stays
+      if (unoffsetGrowth_ < resident) return;
+      unoffsetGrowth_ -= resident;
+      coolOldestWarm();
+    }
+    unoffsetGrowth_ = 0;
   }
 
   // Splices the remote list onto the free list whole. The walk only reads (to count the
@@ -679,18 +705,23 @@ class ScalableHeap {
     return reinterpret_cast<void**>(aligned - 16);
   }
 
-  // Warm superblocks first (their pages are resident), then ones whose pages were given
-  // back, then the untouched rest of the newest arena.
+  // Warm superblocks first (their pages are resident), the one freed last by the same
+  // class before others; then ones whose pages were given back; then the untouched rest
+  // of the newest arena. A class of small objects that takes another class's warm
+  // superblock gets it without its pages: it may need only a few of the pages another
+  // class filled, and would keep the rest resident for nothing (espresso, where half
+  // the takes change class: peak RSS 560 KiB over glibc's before, 150 KiB after, with
+  // offsetGrowth; either alone gained nothing). Larger
+  // objects fill pages quickly, and alloctest's big classes pass superblocks to each
+  // other thousands of times: giving their pages back there cost 9,000 madvise calls
+  // and 0.2 s of page faults for no gain in peak RSS.
   Superblock* newSuperblock(ThreadHeapState* heap, std::size_t sizeClass) {
     Superblock* sb;
     {
       LockGuard<SpinLock> guard(poolLock_);
-      if (warmPool_ != nullptr) {
-        sb = warmPool_;
-        warmPool_ = sb->next;
-        if (warmPool_ != nullptr) warmPool_->prev = nullptr;
-        else warmPoolTail_ = nullptr;
-        --warmCount_;
+      if ((sb = takeWarm(sizeClass)) != nullptr) {
+      } else if ((sb = takeWarm(kAnyClass)) != nullptr) {
+        if (scalable::classToSize(sizeClass) <= kDirectBytes) giveBackPages(sb);
       } else if (coldPool_ != nullptr) {
         sb = coldPool_;
         coldPool_ = sb->next;
@@ -699,6 +730,7 @@ class ScalableHeap {
         if (freshLeft_ == 0 && !addArena()) return nullptr;
         // Its header is written only now: an arena's unused superblocks cost no pages.
         sb = new (headerAt(reinterpret_cast<std::uintptr_t>(freshNext_))) Superblock();
+        sb->residentEnd = freshNext_ + scalable::kPageBytes;
         freshNext_ += scalable::kSuperblockBytes;
         --freshLeft_;
       }
@@ -744,16 +776,42 @@ class ScalableHeap {
     if (warmPool_ != nullptr) warmPool_->prev = sb;
     else warmPoolTail_ = sb;
     warmPool_ = sb;
-    if (++warmCount_ <= scalable::kCommittedPoolSuperblocks) return;
-    // The superblock freed longest ago loses its pages: the ones freed last are the
-    // likeliest to be needed again, and giving those back would only fault them in anew.
+    if (++warmCount_ > scalable::kCommittedPoolSuperblocks) coolOldestWarm();
+  }
+
+  static constexpr std::size_t kAnyClass = scalable::kNumClasses;
+
+  // Keeps the header page (it links the pool); gives the rest of the pages back.
+  static void giveBackPages(Superblock* sb) {
+    char* base = reinterpret_cast<char*>(baseOf(sb));
+    if (sb->residentEnd <= base + scalable::kPageBytes) return;
+    madvise(base + scalable::kPageBytes, scalable::kSuperblockBytes - scalable::kPageBytes, MADV_DONTNEED);
+    sb->residentEnd = base + scalable::kPageBytes;
+  }
+
+  // Called with poolLock_ held: the warm superblock freed last of the class (or of any
+  // class), unlinked; or null. The scan is short (64 at most) and runs once per 64 KiB.
+  Superblock* takeWarm(std::size_t sizeClass) {
+    Superblock* sb = warmPool_;
+    while (sb != nullptr && sizeClass != kAnyClass && sb->sizeClass != sizeClass) sb = sb->next;
+    if (sb == nullptr) return nullptr;
+    if (sb->prev != nullptr) sb->prev->next = sb->next;
+    else warmPool_ = sb->next;
+    if (sb->next != nullptr) sb->next->prev = sb->prev;
+    else warmPoolTail_ = sb->prev;
+    --warmCount_;
+    return sb;
+  }
+
+  // The superblock freed longest ago loses its pages: the ones freed last are the
+  // likeliest to be needed again, and giving those back would only fault them in anew.
+  void coolOldestWarm() {
     Superblock* oldest = warmPoolTail_;
     warmPoolTail_ = oldest->prev;
-    warmPoolTail_->next = nullptr;
+    if (warmPoolTail_ != nullptr) warmPoolTail_->next = nullptr;
+    else warmPool_ = nullptr;
     --warmCount_;
-    // Keep the header page (it links the pool); give the rest of the pages back.
-    madvise(reinterpret_cast<char*>(baseOf(oldest)) + scalable::kPageBytes,
-            scalable::kSuperblockBytes - scalable::kPageBytes, MADV_DONTNEED);
+    giveBackPages(oldest);
     oldest->next = coldPool_;
     coldPool_ = oldest;
     ++coldCount_;
@@ -843,7 +901,9 @@ class ScalableHeap {
   Top top_;
   Superblock* warmPool_ = nullptr;  // freed superblocks with their pages, last freed first
   Superblock* warmPoolTail_ = nullptr;
-  std::size_t warmCount_ = 0;
+  // Changed under poolLock_; read without it as a hint by carveFreshObjects.
+  std::atomic<std::size_t> warmCount_ = 0;
+  std::size_t unoffsetGrowth_ = 0;  // bytes grown into while warm superblocks stayed resident
   Superblock* coldPool_ = nullptr;  // superblocks whose pages the OS has (or never had)
   std::size_t coldCount_ = 0;
   char* freshNext_ = nullptr;  // the newest arena's superblocks never handed out
