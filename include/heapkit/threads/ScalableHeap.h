@@ -13,7 +13,10 @@
 //    free superblocks freed last with their pages and returns the pages of older ones to
 //    the OS (madvise), so peak RSS tracks live data while a program that frees and
 //    rebuilds a structure (GCBench's trees) reuses warm pages instead of faulting in
-//    zeroed ones.
+//    zeroed ones. A warm superblock goes to its own class first; a class of small
+//    objects gets another class's without its pages (it would leave most of them unused
+//    and resident); and when the program grows into new pages while warm superblocks
+//    sit unused, as many bytes of the oldest go back to the OS.
 //  - A thread's heap is handed on to the next new thread when the thread exits (a
 //    pthread key destructor), so many short-lived threads reuse a few heaps.
 //  - Requests over 32 KiB (or with large alignment) get a block of their own from Top.
@@ -22,10 +25,19 @@
 //    (Python's bytes, I/O buffers) would otherwise pay an mmap, its page faults and a
 //    munmap every time (glibc raises its mmap threshold for the same reason).
 //
-// Fast paths (inline; everything else is out of line): malloc finds the class in a table,
-// reads this thread's heap from an initial-exec thread-local and pops the head of its
-// current superblock's free list; free masks the address to the superblock header and,
-// when this thread owns it and the header's one flag word is clear, pushes the object.
+// Fast paths (inline; everything else is out of line), measured with callgrind against
+// mimalloc 2.0.9 (16 instructions per malloc, 26 per free on GCBench):
+//  - malloc up to 1 KiB: this thread's heap from an initial-exec thread-local (checked
+//    against the instance's id), the class's current superblock from the heap's direct
+//    table indexed by the size in 16-byte granules (an exhausted class points at an
+//    empty sentinel, so no null test), and the head of its free list popped: 26
+//    instructions per call with the wrapper's checks (31 with a class table and a null
+//    test). Larger small requests look the class up in a table.
+//  - free: masks the address to the superblock header and compares one word, the
+//    superblock's free token, with this thread's: equal only when this thread's heap owns
+//    the superblock and no flag (large block, memalign's interior pointers, full list)
+//    asks for more. Then the object is pushed: 25 instructions per call (33 when the
+//    owner, the instance and the flags were three checks).
 // No lock and no atomic on either. Fresh objects are threaded onto the list a page at a
 // time, so bump allocation does not leave the fast path for every object.
 //
@@ -161,7 +173,8 @@ class ScalableHeap {
   // Headers at one offset in every superblock would all fall in the same cache sets
   // (64 KiB apart), and with a few dozen superblocks in use they would evict each other
   // on every malloc and free. Each superblock's header sits at one of 16 offsets, chosen
-  // by the superblock's address, so it is still found from any object's address.
+  // by the superblock's address, so it is still found from any object's address; the
+  // gap before it holds objects too (kGapOffset).
   // 256 bytes apart (not 192), so finding the header is a shift, a mask and an or.
   static constexpr std::size_t kColors = 16;
   static constexpr std::size_t kColorStride = 256;
