@@ -6,6 +6,7 @@
 #include <span>
 #include <string_view>
 
+#include "AllocTest.h"
 #include "AllocatorPolicy.h"
 #include "BoxedSim.h"
 #include "Cfrac.h"
@@ -28,6 +29,7 @@ inline constexpr WorkloadInfo kWorkloads[] = {
     {"gcbench", "binary trees built and freed around long-lived data (GCBench-like)", 8, 1},
     {"lindsay", "hypercube network simulation, many small objects (lindsay-like)", 500, 50},
     {"boxedsim", "spheres bouncing in a box (boxed-sim-like)", 40, 4},
+    {"alloctest", "random replacement of 8 B-16 KiB objects in a 1000-object working set (alloc-test-like)", 100, 5},
 };
 
 inline const WorkloadInfo* findWorkload(std::string_view name) {
@@ -44,6 +46,7 @@ std::uint64_t runWorkload(std::string_view name, A& alloc, unsigned scale) {
   if (name == "gcbench") return runGcBench(alloc, scale);
   if (name == "lindsay") return runLindsay(alloc, scale);
   if (name == "boxedsim") return runBoxedSim(alloc, scale);
+  if (name == "alloctest") return runAllocTest(alloc, scale);
   throw WorkloadFailure("unknown workload");
 }
 

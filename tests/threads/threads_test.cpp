@@ -489,6 +489,64 @@ TEST(ScalableHeap, FlaggedSuperblocksFreedLocallyAndRemotely) {
   heap.free(again);
 }
 
+// Requests up to 1 KiB find their superblock through the heap's direct table, larger
+// ones through the class table: both must give an object of the request's class, and a
+// class whose superblocks are exhausted and retired must get a fresh one.
+TEST(ScalableHeap, EverySizeGetsItsClass) {
+  Scalable heap;
+  std::size_t pooledBefore = 0;
+  {
+    void* warm = heap.malloc(16);
+    heap.free(warm);
+    heap.releaseThisThreadsHeap();
+    pooledBefore = heap.pooledSuperblocks();
+  }
+  for (int round = 0; round < 2; ++round) {
+    std::vector<void*> blocks;
+    for (std::size_t size = 1; size <= 4096; size += size < 1100 ? 1 : 61) {
+      for (int copy = 0; copy < 3; ++copy) {
+        void* block = heap.malloc(size);
+        ASSERT_NE(block, nullptr);
+        ASSERT_EQ(heap.getSize(block), scalable::classToSize(scalable::sizeToClass(size))) << size;
+        std::memset(block, static_cast<int>(size), size);
+        blocks.push_back(block);
+      }
+    }
+    for (void* block : blocks) heap.free(block);
+  }
+  heap.releaseThisThreadsHeap();
+  EXPECT_EQ(heap.pooledSuperblocks(), pooledBefore);
+}
+
+// A thread that uses two instances switches its cached heap between them; each free
+// must reach the instance and superblock the object came from. An instance destroyed
+// while the thread still caches its heap, and a new one built at the same address, must
+// not take the old heap's frees for its own (free tokens are never reused).
+TEST(ScalableHeap, OneThreadTwoInstancesAndAReplacedOne) {
+  Scalable first;
+  alignas(Scalable) unsigned char storage[sizeof(Scalable)];
+  for (int generation = 0; generation < 3; ++generation) {
+    auto* second = new (storage) Scalable();
+    std::vector<void*> fromFirst, fromSecond;
+    for (int i = 0; i < 3000; ++i) {
+      fromFirst.push_back(first.malloc(16 + i % 700));
+      fromSecond.push_back(second->malloc(16 + i % 700));
+    }
+    for (int i = 0; i < 3000; ++i) {
+      first.free(fromFirst[i]);
+      second->free(fromSecond[i]);
+    }
+    second->releaseThisThreadsHeap();
+    std::size_t pooled = second->pooledSuperblocks();
+    EXPECT_EQ(pooled, scalable::kSuperblocksPerArena) << "every superblock of the second instance came back";
+    void* last = second->malloc(32);  // this thread now caches the second instance's heap
+    second->free(last);
+    second->~Scalable();
+  }
+  first.releaseThisThreadsHeap();
+  EXPECT_EQ(first.pooledSuperblocks(), scalable::kSuperblocksPerArena);
+}
+
 TEST(ScalableHeap, SizeClasses) {
   for (std::size_t size = 1; size <= scalable::kMaxSmallBytes; ++size) {
     std::size_t sizeClass = scalable::sizeToClass(size);

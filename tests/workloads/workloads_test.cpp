@@ -24,7 +24,8 @@ struct TestScale {
   std::string_view workload;
   unsigned scale;
 };
-constexpr TestScale kTestScales[] = {{"cfrac", 8}, {"espresso", 4}, {"gcbench", 1}, {"lindsay", 20}, {"boxedsim", 3}};
+constexpr TestScale kTestScales[] = {{"cfrac", 8}, {"espresso", 4}, {"gcbench", 1}, {"lindsay", 20}, {"boxedsim", 3},
+                                 {"alloctest", 2}};
 
 std::uint64_t checksumOnMalloc(std::string_view workload, unsigned scale) {
   MallocPolicy malloc;
