@@ -1,6 +1,6 @@
 # Turns a heap-layers composition into a drop-in malloc.
 #
-#   heapkit_add_allocator(<name> HEAP "<C++ type>" [INCLUDES <header>...] [OUTPUT_NAME <n>])
+#   heapkit_add_allocator(<name> HEAP "<C++ type>" [INCLUDES <header>...] [OUTPUT_NAME <n>] [UNHARDENED])
 #     Builds lib<name>.so (or lib<OUTPUT_NAME>.so), a preload library:
 #       LD_PRELOAD=/path/to/lib<name>.so ./program
 #     and <name>_objects, an object library that heapkit_link_allocator() links into a
@@ -71,11 +71,16 @@ function(heapkit_add_entry_point_library name)
 endfunction()
 
 function(heapkit_add_allocator name)
-  cmake_parse_arguments(arg "" "HEAP;OUTPUT_NAME" "INCLUDES" ${ARGN})
+  # UNHARDENED: without HardenedHeap's checks on free (bench-malloc measures their cost).
+  cmake_parse_arguments(arg "UNHARDENED" "HEAP;OUTPUT_NAME" "INCLUDES" ${ARGN})
   if(NOT arg_HEAP)
     message(FATAL_ERROR "heapkit_add_allocator(${name}): HEAP \"<C++ type>\" is required")
   endif()
   set(HEAPKIT_PROVIDER_HEAP "${arg_HEAP}")
+  set(HEAPKIT_PROVIDER_CHECKED_HEAP "heapkit::HardenedHeap<${arg_HEAP}>")
+  if(arg_UNHARDENED)
+    set(HEAPKIT_PROVIDER_CHECKED_HEAP "${arg_HEAP}")
+  endif()
   set(HEAPKIT_PROVIDER_INCLUDES "")
   foreach(header IN LISTS arg_INCLUDES)
     string(APPEND HEAPKIT_PROVIDER_INCLUDES "#include \"${header}\"\n")

@@ -5,5 +5,6 @@
 BENCH_TARGETS += bench-malloc
 
 bench-malloc: configure
-	cmake --build $(BUILD) -j $(JOBS) --target heapkit-kingsley heapkit-lea heapkit-scalable heapkit-mt-workload heapkit-workload
+	cmake --build $(BUILD) -j $(JOBS) --target heapkit-kingsley heapkit-lea heapkit-scalable heapkit-mt-workload heapkit-workload \
+	    heapkit-unhardened-scalable heapkit-unhardened-lea heapkit-unhardened-kingsley
 	python3 bench/malloc/run_bench.py --build $(BUILD) --doc docs/benchmarks.md

@@ -27,6 +27,14 @@ HEAPKIT = [
 ]
 SECTION = "## Drop-in malloc"
 SINGLE_THREADED = ("cfrac", "espresso", "gcbench", "lindsay", "alloctest")
+# The shipped libraries without their hardening (bench/malloc/CMakeLists.txt), run beside
+# the hardened ones on these workloads to measure what the checks cost.
+UNHARDENED = [
+    ("heapkit", "libheapkit-unhardened-scalable.so"),
+    ("heapkit-lea", "libheapkit-unhardened-lea.so"),
+    ("heapkit-kingsley", "libheapkit-unhardened-kingsley.so"),
+]
+HARDENING_WORKLOADS = SINGLE_THREADED + ("server x1", "churn x1")
 
 
 def run_measured(command, preload):
@@ -82,6 +90,13 @@ def main():
             sys.exit(f"{path} is missing: build the heapkit-* preload targets first")
         allocators.append((name, path.resolve()))
 
+    unhardened = []  # (the hardened library's name, the unhardened one's name, path)
+    for name, file in UNHARDENED:
+        path = build / "bench" / "malloc" / file
+        if not path.exists():
+            sys.exit(f"{path} is missing: build the heapkit-unhardened-* targets first (make bench-malloc does)")
+        unhardened.append((name, f"{name} unhardened", path.resolve()))
+
     workloads = []
     single = build / "bench" / "heapkit-workload"
     if single.exists():
@@ -108,17 +123,20 @@ def main():
     cpu_results = {}  # (workload, allocator) -> median CPU seconds (user + system)
     for workload, command in workloads:
         checksums = {}
-        samples = {name: ([], [], []) for name, _ in allocators}
+        measured = list(allocators)
+        if workload in HARDENING_WORKLOADS:
+            measured += [(name, path) for _, name, path in unhardened]
+        samples = {name: ([], [], []) for name, _ in measured}
         # Rounds of every allocator once, not one allocator's runs back to back: on a shared
         # machine the load drifts, and it should fall on every allocator alike.
         for _ in range(args.repeats):
-            for name, preload in allocators:
+            for name, preload in measured:
                 elapsed, cpu, peak, output = run_measured(command, preload)
                 samples[name][0].append(elapsed)
                 samples[name][1].append(cpu)
                 samples[name][2].append(peak)
                 checksums[name] = checksum_of(output)
-        for name, _ in allocators:
+        for name, _ in measured:
             times, cpus, peaks = samples[name]
             results[workload, name] = (statistics.median(times), statistics.median(peaks))
             cpu_results[workload, name] = statistics.median(cpus)
@@ -173,6 +191,29 @@ def main():
             misses.append(f"{workload}: heapkit peak RSS {scalable_rss / base_rss:.2f}x glibc's (target 1.2x)")
 
     table = "\n".join(lines)
+
+    # What hardening costs: each library's time over its unhardened twin's, same rounds.
+    hardening_lines = ["| workload | " + " | ".join(name for name, _, _ in unhardened) + " |",
+                       "|---" * (len(unhardened) + 1) + "|"]
+    ratios = {name: [] for name, _, _ in unhardened}
+    for workload, _ in workloads:
+        if workload not in HARDENING_WORKLOADS:
+            continue
+        cells = [workload]
+        for name, twin, _ in unhardened:
+            ratio = results[workload, name][0] / results[workload, twin][0]
+            ratios[name].append(ratio)
+            cells.append(f"{ratio:.3f}")
+        hardening_lines.append("| " + " | ".join(cells) + " |")
+    if any(ratios.values()):
+        cells = ["geometric mean"]
+        for name, _, _ in unhardened:
+            mean = statistics.geometric_mean(ratios[name])
+            cells.append(f"**{mean:.3f}**")
+            if mean > 1.02:
+                misses.append(f"hardening costs {name} {100 * (mean - 1):.1f}% (geometric mean; target 2%)")
+        hardening_lines.append("| " + " | ".join(cells) + " |")
+    hardening_table = "\n".join(hardening_lines)
     baseline_line = ", ".join(f"{name} {baseline[name]:.0f} KiB" for name in names)
     target_text = "\n".join(f"- {miss}" for miss in misses) if misses else "- all met"
     cpu = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
@@ -207,11 +248,17 @@ it costs a program that allocates nothing: {baseline_line}.
 
 {table}
 
+What hardening costs (docs/malloc-replacement.md, "Hardening"): each library's time over
+that of the same library built without its checks (`heapkit-unhardened-*`, measured in the
+same rounds), so 1.02 is 2% slower:
+
+{hardening_table}
+
 Targets, as checked by the script on this run: libheapkit.so no slower than glibc, within
 1.2x of mimalloc's time, peak RSS at most 1.2x glibc's; on the single-threaded workloads
 within 1.05x of mimalloc's time with peak RSS at most glibc's + 256 KiB; on bigblocks
 libheapkit.so and libheapkit-lea.so within 1.2x of glibc's time and peak RSS, and on
-buffers within 1.2x of glibc's time:
+buffers within 1.2x of glibc's time; hardening at most 2% (geometric mean):
 {target_text}
 """
     print(section)

@@ -73,7 +73,8 @@ class BoundedFreelistHeap : public Super {
   };
 
   bool fits(Node* node, std::size_t size) {
-    if constexpr (SizedHeap<Super>) return Super::getSize(node) >= size;
+    if constexpr (requires { Super::ListedObjectsFit; }) return true;  // the parent vouches (StrictSegHeap)
+    else if constexpr (SizedHeap<Super>) return Super::getSize(node) >= size;
     else return true;
   }
 

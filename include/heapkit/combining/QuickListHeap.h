@@ -40,12 +40,14 @@ class QuickListHeap : public Super {
 
   void free(void* object) {
     if (object == nullptr) return;
-    // The heap below sees quick-listed objects as in use: its checks tell pointers that
-    // are not its blocks and blocks it holds free; the tag tells quick-listed ones.
-    if constexpr (kHardened && requires { Super::checkFreeable(object); }) Super::checkFreeable(object);
     std::size_t list = Super::getSize(object) / 16;
     countWork(*this, 1, 1, 0);
     if (list < kLists) {
+      // The heap below sees quick-listed objects as in use: its checks tell a pointer that
+      // is no block of its own (a glibc chunk's header passes a test of its size word
+      // alone, not one of the next block's) and blocks it holds free; the tag tells
+      // quick-listed ones. Objects that go on to the heap below are checked there.
+      if constexpr (kHardened && requires { Super::checkFreeable(object); }) Super::checkFreeable(object);
       if constexpr (kHardened) hardening::checkAndTagFreed(object);
       auto* node = static_cast<Node*>(object);
       node->next = heads_[list];

@@ -33,6 +33,9 @@ class StrictSegHeap : public BigHeap {
     static constexpr std::size_t Alignment = BigHeap::Alignment;
     // Bins check what the big heap's top asks for (core/Hardening.h).
     static constexpr bool HardenedAgainstMisuse = hardened<BigHeap>();
+    // Strict classes: free puts an object in the largest class it serves whole, and a bin
+    // is asked for its class's size only, so its list needs no size test on malloc.
+    static constexpr bool ListedObjectsFit = true;
 
     void* malloc(std::size_t) { return nullptr; }
     void free(void* object) { bigHeap().free(object); }
