@@ -137,54 +137,42 @@ std::uint64_t falseshare(unsigned threads, unsigned scale) {
   return joinAndSum(workers, sums);
 }
 
-std::uint64_t buffers(unsigned threads, unsigned scale) {
+// Each thread keeps `live` blocks of minBytes to minBytes + spanBytes, replaces a random
+// one per round and writes a byte in every page of the new one (so its pages are faulted
+// in, as a program filling a buffer would).
+std::uint64_t replaceTouchedBlocks(unsigned threads, std::uint64_t totalRounds, std::size_t live, std::size_t minBytes,
+                                   std::size_t spanBytes, std::uint64_t seed) {
   std::vector<std::uint64_t> sums(threads);
   std::vector<std::thread> workers;
-  const std::uint64_t rounds = std::uint64_t{scale} * 2000 / threads;
+  const std::uint64_t rounds = totalRounds / threads;
   for (unsigned t = 0; t < threads; ++t)
     workers.emplace_back([&, t] {
-      constexpr std::size_t kLive = 4, kPage = 4096;
-      void* live[kLive] = {};
-      std::uint64_t state = 0x9E3779B97F4A7C15ULL * (t + 1), sum = 0;
+      constexpr std::size_t kPage = 4096;
+      std::vector<void*> blocks(live, nullptr);
+      std::uint64_t state = seed * (t + 1), sum = 0;
       for (std::uint64_t i = 0; i < rounds; ++i) {
-        std::size_t victim = nextRandom(state) % kLive;
-        if (live[victim]) sum += static_cast<unsigned char*>(live[victim])[0];
-        std::free(live[victim]);
-        std::size_t size = 16 * 1024 + nextRandom(state) % (240 * 1024);
+        std::size_t victim = nextRandom(state) % live;
+        if (blocks[victim]) sum += static_cast<unsigned char*>(blocks[victim])[0];
+        std::free(blocks[victim]);
+        std::size_t size = minBytes + nextRandom(state) % spanBytes;
         auto* bytes = static_cast<unsigned char*>(std::malloc(size));
         if (bytes == nullptr) std::abort();
         for (std::size_t offset = 0; offset < size; offset += kPage) bytes[offset] = static_cast<unsigned char>(i + offset);
-        live[victim] = bytes;
+        blocks[victim] = bytes;
       }
-      for (void* block : live) std::free(block);
+      for (void* block : blocks) std::free(block);
       sums[t] = sum;
     });
   return joinAndSum(workers, sums);
 }
 
+std::uint64_t buffers(unsigned threads, unsigned scale) {
+  return replaceTouchedBlocks(threads, std::uint64_t{scale} * 2000, 4, 16 * 1024, 240 * 1024, 0x9E3779B97F4A7C15ULL);
+}
+
 std::uint64_t bigblocks(unsigned threads, unsigned scale) {
-  std::vector<std::uint64_t> sums(threads);
-  std::vector<std::thread> workers;
-  const std::uint64_t rounds = std::uint64_t{scale} * 10 / threads;
-  for (unsigned t = 0; t < threads; ++t)
-    workers.emplace_back([&, t] {
-      constexpr std::size_t kLive = 2, kPage = 4096, kMiB = 1024 * 1024;
-      void* live[kLive] = {};
-      std::uint64_t state = 0xD1B54A32D192ED03ULL * (t + 1), sum = 0;
-      for (std::uint64_t i = 0; i < rounds; ++i) {
-        std::size_t victim = nextRandom(state) % kLive;
-        if (live[victim]) sum += static_cast<unsigned char*>(live[victim])[0];
-        std::free(live[victim]);
-        std::size_t size = 5 * kMiB + nextRandom(state) % (20 * kMiB);
-        auto* bytes = static_cast<unsigned char*>(std::malloc(size));
-        if (bytes == nullptr) std::abort();
-        for (std::size_t offset = 0; offset < size; offset += kPage) bytes[offset] = static_cast<unsigned char>(i + offset);
-        live[victim] = bytes;
-      }
-      for (void* block : live) std::free(block);
-      sums[t] = sum;
-    });
-  return joinAndSum(workers, sums);
+  constexpr std::size_t kMiB = 1024 * 1024;
+  return replaceTouchedBlocks(threads, std::uint64_t{scale} * 10, 2, 5 * kMiB, 20 * kMiB, 0xD1B54A32D192ED03ULL);
 }
 
 struct Workload {
