@@ -225,23 +225,25 @@ same checksum required from all).
 Measured on the {cpu}-core development machine, shared with other builds, so single runs
 vary by about 10%; 1 and 2 threads only (no 16-core machine was available).
 
-Each cell is **time / peak RSS as ratios to glibc** (lower is better); the last column is
-heapkit's general-purpose allocator (libheapkit.so, ScalableHeap) against mimalloc, and the
-one after it the same allocator's CPU time (user + system) against glibc's and mimalloc's,
-which a busy machine disturbs less than wall time (the targets are checked on wall time).
+Each cell is **time / peak RSS as ratios to glibc** (lower is better). The last three
+columns are heapkit's general-purpose allocator (libheapkit.so, ScalableHeap): its time
+against mimalloc's; its CPU time (user + system) against glibc's and mimalloc's, which a
+busy machine disturbs less than wall time (the targets are checked on wall time); and its
+peak RSS minus glibc's.
 Peak RSS is the whole process's (ru_maxrss), about 2-3 MiB of which is the program itself.
 
 Workloads: cfrac, espresso, gcbench, lindsay are the layers benchmarks' single-threaded
-programs (`heapkit-workload`); server (threads free each other's objects through a shared
-table), churn (thread-private random replacement in a 2000-object working set) and
-falseshare (Hoard's cache-scratch: small objects written hard by different threads) and
-buffers (large short-lived buffers, 16-256 KiB, one byte written a page) are
-`heapkit-mt-workload <name> <threads>` (bench/malloc/mt_workloads.cpp). On buffers the
-allocators that reuse large blocks finish in 10-40 ms, near the 10 ms resolution of the
-time measurement, so time ratios between them there are not meaningful; the ratios to
-glibc and heapkit-lea (which map and unmap most buffers, 0.3-3.6 s) are. Its peak RSS is
-a 4-5 MiB process: the freed buffers libheapkit.so keeps for reuse (up to 8 blocks, 4 MiB;
-about 1.2 MiB more than glibc here) are 1.3x there.
+programs, and alloctest (after alloc-test: random replacement in a 1000-object working set,
+sizes 8 B-16 KiB skewed small) is a fifth (`heapkit-workload`); server (threads free each
+other's objects through a shared table), churn (thread-private random replacement in a
+2000-object working set), falseshare (Hoard's cache-scratch: small objects written hard by
+different threads), buffers (large short-lived buffers, 16-256 KiB, one byte written a
+page) and bigblocks (two live 5-25 MiB blocks per thread replaced in a loop, every page
+written) are `heapkit-mt-workload <name> <threads>` (bench/malloc/mt_workloads.cpp). On
+buffers the allocators that reuse large blocks finish in 10-40 ms, near the 10 ms
+resolution of the time measurement, so time ratios between them there are not
+meaningful; the ratios to glibc are. Freed large blocks are kept for reuse by both
+general-purpose libraries (docs/malloc-replacement.md, "Large blocks").
 
 Peak RSS of an empty program (`/bin/true`, median of {args.repeats}) under each allocator, what
 it costs a program that allocates nothing: {baseline_line}.
