@@ -297,12 +297,7 @@ class ScalableHeap {
       if (threadCache.instanceId == id_) [[likely]] {
         ThreadHeapState* heap = threadCache.heap;  // never null while the id matches
         Superblock* sb = heap->direct[(size + 15) / 16];
-        if (FreeNode* node = sb->freeList) [[likely]] {
-          sb->freeList = node->next;
-          ++sb->used;
-          if constexpr (kHardened) hardening::untagAllocated(node);
-          return node;
-        }
+        if (FreeNode* node = sb->freeList) [[likely]] return handOut(sb, node);
         return allocSmallSlow(heap, scalable::sizeToClass(size));
       }
       return allocSmallWithoutCachedHeap(size);
@@ -313,12 +308,7 @@ class ScalableHeap {
         std::size_t sizeClass = scalable::sizeToClass(size);
         Superblock* sb = heap->classes[sizeClass].partial;
         if (sb != nullptr) [[likely]] {
-          if (FreeNode* node = sb->freeList) [[likely]] {
-            sb->freeList = node->next;
-            ++sb->used;
-            if constexpr (kHardened) hardening::untagAllocated(node);
-            return node;
-          }
+          if (FreeNode* node = sb->freeList) [[likely]] return handOut(sb, node);
         }
         return allocSmallSlow(heap, sizeClass);
       }
@@ -564,7 +554,12 @@ class ScalableHeap {
 
   void* takeFrom(Superblock* sb) {
     if (sb->freeList == nullptr && !carveFreshObjects(sb)) return nullptr;
-    FreeNode* node = sb->freeList;
+    return handOut(sb, sb->freeList);
+  }
+
+  // Pops `node`, the head of the superblock's free list, for the program: every malloc
+  // path ends here.
+  static void* handOut(Superblock* sb, FreeNode* node) {
     sb->freeList = node->next;
     ++sb->used;
     if constexpr (kHardened) hardening::untagAllocated(node);
@@ -797,14 +792,16 @@ class ScalableHeap {
     Superblock* sb;
     {
       LockGuard<SpinLock> guard(poolLock_);
-      if ((sb = takeWarm(sizeClass)) != nullptr) {
-      } else if ((sb = takeWarm(kAnyClass)) != nullptr) {
+      sb = takeWarm(sizeClass);
+      if (sb == nullptr && (sb = takeWarm(kAnyClass)) != nullptr) {
         if (scalable::classToSize(sizeClass) <= kDirectBytes) giveBackPages(sb);
-      } else if (coldPool_ != nullptr) {
+      }
+      if (sb == nullptr && coldPool_ != nullptr) {
         sb = coldPool_;
         coldPool_ = sb->next;
         --coldCount_;
-      } else {
+      }
+      if (sb == nullptr) {
         if (freshLeft_ == 0 && !addArena()) return nullptr;
         // Its header is written only now: an arena's unused superblocks cost no pages.
         sb = newHeader(reinterpret_cast<std::uintptr_t>(freshNext_));
@@ -879,23 +876,24 @@ class ScalableHeap {
   Superblock* takeWarm(std::size_t sizeClass) {
     Superblock* sb = warmPool_;
     while (sb != nullptr && sizeClass != kAnyClass && sb->sizeClass != sizeClass) sb = sb->next;
-    if (sb == nullptr) return nullptr;
+    if (sb != nullptr) unlinkWarm(sb);
+    return sb;
+  }
+
+  // Called with poolLock_ held.
+  void unlinkWarm(Superblock* sb) {
     if (sb->prev != nullptr) sb->prev->next = sb->next;
     else warmPool_ = sb->next;
     if (sb->next != nullptr) sb->next->prev = sb->prev;
     else warmPoolTail_ = sb->prev;
     --warmCount_;
-    return sb;
   }
 
   // The superblock freed longest ago loses its pages: the ones freed last are the
   // likeliest to be needed again, and giving those back would only fault them in anew.
   void coolOldestWarm() {
     Superblock* oldest = warmPoolTail_;
-    warmPoolTail_ = oldest->prev;
-    if (warmPoolTail_ != nullptr) warmPoolTail_->next = nullptr;
-    else warmPool_ = nullptr;
-    --warmCount_;
+    unlinkWarm(oldest);
     giveBackPages(oldest);
     oldest->next = coldPool_;
     coldPool_ = oldest;
@@ -1020,12 +1018,14 @@ class ScalableHeap {
     while (*link != nullptr) releaseCachedLarge(link);
   }
 
-  void releaseCachedLarge(CachedLarge** link) {
+  void releaseCachedLarge(CachedLarge** link) { top_.free(unlinkCachedLarge(link)); }
+
+  CachedLarge* unlinkCachedLarge(CachedLarge** link) {
     CachedLarge* cached = *link;
     *link = cached->next;
     largeCacheResidentBytes_ -= cached->residentBytes;
     --largeCacheCount_;
-    top_.free(cached);
+    return cached;
   }
 
   // Under poolLock_: the smallest cached block of at least `bytes` (the newest of equals),
@@ -1035,12 +1035,7 @@ class ScalableHeap {
     for (CachedLarge** link = &largeCache_; *link != nullptr; link = &(*link)->next) {
       if ((*link)->bytes >= bytes && (best == nullptr || (*link)->bytes < (*best)->bytes)) best = link;
     }
-    if (best == nullptr) return nullptr;
-    CachedLarge* cached = *best;
-    *best = cached->next;
-    largeCacheResidentBytes_ -= cached->residentBytes;
-    --largeCacheCount_;
-    return cached;
+    return best != nullptr ? unlinkCachedLarge(best) : nullptr;
   }
 
   // ---- hardening ----------------------------------------------------------------------
