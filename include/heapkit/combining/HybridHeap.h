@@ -1,6 +1,11 @@
 // HybridHeap: requests up to Threshold bytes go to the small heap, larger ones to the big
 // heap. Objects of the big heap are marked with the routing bit of their size word, so
 // free sends each object home no matter how much either heap rounded up.
+//
+// The routing is RoutingHeap's, over a threshold policy: a constant here; glibc's
+// threshold, which rises as the program frees big blocks, in AdaptiveSelectMmapHeap. A
+// policy is `threshold()`, and may have `bigFreed(size, smallHeap)`, told of every block
+// the big heap gets back.
 #pragma once
 
 #include <cstddef>
@@ -12,8 +17,13 @@
 
 namespace heapkit {
 
-template <std::size_t Threshold, SizeWordHeap SmallHeap, SizeWordHeap BigHeap>
-class HybridHeap : public SmallHeap {
+template <std::size_t Bytes>
+struct FixedThreshold {
+  static constexpr std::size_t threshold() { return Bytes; }
+};
+
+template <class ThresholdPolicy, SizeWordHeap SmallHeap, SizeWordHeap BigHeap>
+class RoutingHeap : public SmallHeap {
   static_assert(!requires { SmallHeap::RoutesBySizeWord; } && !requires { BigHeap::RoutesBySizeWord; },
                 "HybridHeaps do not nest: both would use the same routing bit");
 
@@ -23,16 +33,16 @@ class HybridHeap : public SmallHeap {
   static constexpr bool KeepsSizeWord = true;
   static constexpr bool RoutesBySizeWord = true;
 
-  HybridHeap() = default;
+  RoutingHeap() = default;
   // Both heaps get the arguments when the big heap takes them (two views of one arena,
   // say); otherwise the big heap is default-constructed.
   template <class... Args>
     requires(sizeof...(Args) > 0)
-  explicit HybridHeap(Args&&... args) : SmallHeap(args...), big_(makeBigHeap(args...)) {}
+  explicit RoutingHeap(Args&&... args) : SmallHeap(args...), big_(makeBigHeap(args...)) {}
 
   void* malloc(std::size_t size) {
     countWork(*this, 1);
-    if (size <= Threshold) return SmallHeap::malloc(size);
+    if (size <= threshold_.threshold()) return SmallHeap::malloc(size);
     void* object = big_.malloc(size);
     if (object != nullptr) sizeword::addFlags(object, sizeword::kRoutedToBigHeap);
     return object;
@@ -41,11 +51,17 @@ class HybridHeap : public SmallHeap {
   void free(void* object) {
     if (object == nullptr) return;
     countWork(*this, 1, 1, 0);
-    if (sizeword::flags(object) & sizeword::kRoutedToBigHeap) {
-      sizeword::clearFlags(object, sizeword::kRoutedToBigHeap);
-      big_.free(object);
-    } else {
+    if (!(sizeword::flags(object) & sizeword::kRoutedToBigHeap)) {
       SmallHeap::free(object);
+      return;
+    }
+    sizeword::clearFlags(object, sizeword::kRoutedToBigHeap);
+    if constexpr (requires(SmallHeap& small) { threshold_.bigFreed(std::size_t{}, small); }) {
+      std::size_t size = big_.getSize(object);
+      big_.free(object);
+      threshold_.bigFreed(size, static_cast<SmallHeap&>(*this));
+    } else {
+      big_.free(object);
     }
   }
 
@@ -71,6 +87,10 @@ class HybridHeap : public SmallHeap {
 
   BigHeap& bigHeap() { return big_; }
 
+ protected:
+  // Requests up to this many bytes go to the small heap.
+  std::size_t threshold() const { return threshold_.threshold(); }
+
  private:
   template <class... Args>
   static BigHeap makeBigHeap(Args&... args) {
@@ -79,6 +99,13 @@ class HybridHeap : public SmallHeap {
   }
 
   BigHeap big_;
+  [[no_unique_address]] ThresholdPolicy threshold_;
+};
+
+template <std::size_t Threshold, SizeWordHeap SmallHeap, SizeWordHeap BigHeap>
+class HybridHeap : public RoutingHeap<FixedThreshold<Threshold>, SmallHeap, BigHeap> {
+ public:
+  using RoutingHeap<FixedThreshold<Threshold>, SmallHeap, BigHeap>::RoutingHeap;
 };
 
 }  // namespace heapkit

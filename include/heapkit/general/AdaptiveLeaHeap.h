@@ -28,15 +28,7 @@ inline constexpr std::size_t kMaxMmapThreshold = 32 * 1024 * 1024;
 }  // namespace lea
 
 template <Heap Top = MmapHeap>
-class AdaptiveLeaCoreHeap
-    : public QuickListHeap<lea::kQuickMaxBytes,
-                           LeaCoalescingHeap<CoalesceableHeap<lea::kRegionBytes, AdaptiveThresholdHeap<lea::kTrimThreshold, Top>>>> {
-  using Base = QuickListHeap<lea::kQuickMaxBytes,
-                             LeaCoalescingHeap<CoalesceableHeap<lea::kRegionBytes, AdaptiveThresholdHeap<lea::kTrimThreshold, Top>>>>;
-
- public:
-  using Base::Base;
-};
+using AdaptiveLeaCoreHeap = LeaCoreHeap<Top, AdaptiveThresholdHeap>;
 
 template <Heap Top = MmapHeap>
 class AdaptiveLeaHeap

@@ -72,13 +72,15 @@ using Bin = AdaptHeap<DLList, Parent>;
 template <SizedHeap BoundaryTagHeap>
 using LeaCoalescingHeap = CoalesceHeap<SegHeap<lea::kNumBins, lea::sizeToClass, lea::classToMaxSize, lea::Bin, BoundaryTagHeap>>;
 
-// Everything but the mmap path: usable on its own over a StaticHeap or SbrkHeap.
-template <Heap Top = MmapHeap>
+// Everything but the mmap path: usable on its own over a StaticHeap or SbrkHeap. TrimHeap
+// keeps wholly free regions before they go back to Top: dlmalloc's fixed trim threshold
+// here, glibc's rising one in AdaptiveLeaHeap (AdaptiveThresholdHeap).
+template <Heap Top = MmapHeap, template <std::size_t, class> class TrimHeap = ThresholdHeap>
 class LeaCoreHeap
     : public QuickListHeap<lea::kQuickMaxBytes,
-                           LeaCoalescingHeap<CoalesceableHeap<lea::kRegionBytes, ThresholdHeap<lea::kTrimThreshold, Top>>>> {
+                           LeaCoalescingHeap<CoalesceableHeap<lea::kRegionBytes, TrimHeap<lea::kTrimThreshold, Top>>>> {
   using Base = QuickListHeap<lea::kQuickMaxBytes,
-                             LeaCoalescingHeap<CoalesceableHeap<lea::kRegionBytes, ThresholdHeap<lea::kTrimThreshold, Top>>>>;
+                             LeaCoalescingHeap<CoalesceableHeap<lea::kRegionBytes, TrimHeap<lea::kTrimThreshold, Top>>>>;
 
  public:
   using Base::Base;
