@@ -2,6 +2,12 @@
 // has workCounts(), and every layer above it (each derives from it) reports through the
 // functions here. Over a top heap that does not count, they compile to nothing, so a
 // shipped allocator pays no instruction for them. docs/simulator.md defines each count.
+//
+// Accesses are counted where they happen: a layer reads and writes its metadata (headers,
+// tags, links, list heads, bins) through loadMetadata and storeMetadata, which are plain
+// loads and stores over real memory and, over a counting top heap, also tell the counts
+// which word was touched. A count typed as a constant beside the code drifts from it
+// unseen, since the simulated and the built heap would share the constant.
 #pragma once
 
 #include <concepts>
@@ -16,6 +22,11 @@ struct WorkCounts {
   std::uint64_t writes = 0;     // words of allocator metadata written
   std::uint64_t splits = 0;     // blocks cut in two
   std::uint64_t coalesces = 0;  // pairs of free neighbours merged
+
+  // One metadata word read or written at `address` (the address is for memory models
+  // that follow where the allocator touches, as a cache model does).
+  void read(const void* /*address*/) { ++reads; }
+  void write(const void* /*address*/) { ++writes; }
 };
 
 template <class H>
@@ -31,6 +42,26 @@ inline void countWork(H& heap, std::uint64_t steps, std::uint64_t reads = 0, std
     counts.reads += reads;
     counts.writes += writes;
   }
+}
+
+// A metadata word, loaded through the heap's memory policy.
+template <class H, class T>
+[[gnu::always_inline]] inline T loadMetadata(H& heap, const T& word) {
+  if constexpr (CountingHeap<H>) heap.workCounts().read(&word);
+  return word;
+}
+
+// A metadata word, stored through the heap's memory policy.
+template <class H, class T, class V>
+[[gnu::always_inline]] inline void storeMetadata(H& heap, T& word, V&& value) {
+  if constexpr (CountingHeap<H>) heap.workCounts().write(&word);
+  word = static_cast<V&&>(value);
+}
+
+// One algorithmic step: a loop iteration (a list node visited, a bin probed), a lookup.
+template <class H>
+[[gnu::always_inline]] inline void countStep(H& heap, std::uint64_t steps = 1) {
+  if constexpr (CountingHeap<H>) heap.workCounts().steps += steps;
 }
 
 template <class H>
