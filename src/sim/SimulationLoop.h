@@ -124,7 +124,7 @@ class SimulationLoop {
   std::uint64_t sampleStride_ = 1;
   std::uint64_t untilSample_ = 1;
   std::uint64_t sampleMax_ = 0;
-  std::size_t held_ = 0;                   // bytes held after the latest operation
+  std::size_t held_ = 0;                        // bytes held after the latest operation
   const trace::Operation* runStart_ = nullptr;  // the first operation (in batch_) that held held_
   trace::Operation batch_[kBatch];
 };

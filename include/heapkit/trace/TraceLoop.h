@@ -5,7 +5,7 @@
 // make the same calls with the same arguments, so a design simulated and the same design
 // replayed for real see the same requests.
 //
-// Semantics are glibc's, whatever the heap:
+// The calls, and how their results are read, are glibc's whatever the heap:
 //  - malloc, calloc(1, size), posix_memalign(max(alignment, sizeof(void*)), size);
 //  - free of an object that is not live here (its allocation failed in this heap) is
 //    free(NULL);
