@@ -2,10 +2,11 @@
 // operations, in trace order on one thread, against the process's malloc (or, with --spec,
 // against that DMM design running as a real allocator in this process, its
 // ANSIWrapper<DmmHeap<RealMemory>> called directly), and prints one line of JSON:
-//   operations, seconds, ns_per_op, baseline_rss_bytes, peak_rss_bytes, footprint_bytes,
-//   max_live_bytes (from the trace), end_rss_bytes, malloc_library (the file that
-//   defines the malloc this process calls: a preloaded library that does not define one
-//   leaves the C library's, which the caller must not report as the library's figures);
+//   operations, seconds, cpu_seconds (the replaying thread's), ns_per_op, baseline_rss_bytes,
+//   peak_rss_bytes, footprint_bytes, max_live_bytes (from the trace), end_rss_bytes,
+//   malloc_library (the file that defines the malloc this process calls: a preloaded
+//   library that does not define one leaves the C library's, which the caller must not
+//   report as the library's figures);
 //   with --spec also heap_peak_bytes_held and heap_end_bytes_held (the design's own
 //   footprint, which the simulator predicts to the byte), and with --counted its work
 //   counts (steps, reads, writes: counting compiled in, so slower); with --footprint-samples,

@@ -48,9 +48,9 @@ struct MmapAllocator {
 template <class T>
 using MmapVector = std::vector<T, MmapAllocator<T>>;
 
-inline double seconds() {
+inline double seconds(clockid_t clock = CLOCK_MONOTONIC) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(clock, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
@@ -151,6 +151,7 @@ inline int loadReplay(const char* path, ReplayInput& input, std::string& error) 
 
 struct Measurement {
   double elapsed = 0;
+  double cpu = 0;  // the replaying thread's CPU time (user and system), which other load disturbs less
   std::uint64_t baseline = 0, peak = 0, end = 0, failures = 0;
   bool peakReset = false;
 };
@@ -170,6 +171,7 @@ Measurement measureReplay(Allocator& allocator, const ReplayInput& input, bool t
   const Operation* begin = input.ops.data();
   const Operation* end = begin + input.ops.size();
   double start = seconds();
+  double cpuStart = seconds(CLOCK_THREAD_CPUTIME_ID);
   if (samples == nullptr) {
     trace::applyOperations(allocator, objects, begin, end);
   } else {
@@ -180,6 +182,7 @@ Measurement measureReplay(Allocator& allocator, const ReplayInput& input, bool t
       samples->emplace_back(done, now > m.baseline ? now - m.baseline : 0);
     });
   }
+  m.cpu = seconds(CLOCK_THREAD_CPUTIME_ID) - cpuStart;
   m.elapsed = seconds() - start;
   m.peak = peakResidentBytes();
   m.end = residentBytes();
@@ -191,10 +194,10 @@ Measurement measureReplay(Allocator& allocator, const ReplayInput& input, bool t
 inline void printReplay(const ReplayInput& input, const Measurement& m, bool touchMemory, const std::string& mallocLibrary,
                         const std::string& extra) {
   std::printf(
-      "{\"operations\": %zu, \"seconds\": %.9f, \"ns_per_op\": %.3f, \"baseline_rss_bytes\": %llu, "
+      "{\"operations\": %zu, \"seconds\": %.9f, \"cpu_seconds\": %.9f, \"ns_per_op\": %.3f, \"baseline_rss_bytes\": %llu, "
       "\"peak_rss_bytes\": %llu, \"footprint_bytes\": %llu, \"end_rss_bytes\": %llu, \"max_live_bytes\": %llu, "
       "\"failed_allocations\": %llu, \"touch\": %s, \"peak_reset\": %s, \"malloc_library\": %s%s}\n",
-      input.ops.size(), m.elapsed, input.ops.empty() ? 0.0 : m.elapsed * 1e9 / static_cast<double>(input.ops.size()),
+      input.ops.size(), m.elapsed, m.cpu, input.ops.empty() ? 0.0 : m.elapsed * 1e9 / static_cast<double>(input.ops.size()),
       static_cast<unsigned long long>(m.baseline), static_cast<unsigned long long>(m.peak),
       static_cast<unsigned long long>(m.peak > m.baseline ? m.peak - m.baseline : 0),
       static_cast<unsigned long long>(m.end), static_cast<unsigned long long>(input.maxLive),
