@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY_STAMP   := $(VENV)/.heapkit-installed
-PY_SOURCES := pyproject.toml $(shell find python src/trace src/record src/replay src/wrapper src/preload \
+PY_SOURCES := pyproject.toml $(shell find python src/trace src/sim src/record src/replay src/wrapper src/preload \
                 include cmake -type f -not -path '*/__pycache__/*' 2>/dev/null)
 
 .PHONY: python

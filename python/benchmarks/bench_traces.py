@@ -1,13 +1,15 @@
 """Trace benchmarks (`make bench-traces`): recording overhead against an unrecorded run,
-heaptrack and glibc's mtrace on the same runs; bytes per event; decoding speed.
-Writes the "## Traces" section of docs/benchmarks.md.
+heaptrack and glibc's mtrace on the same runs; bytes per event; decoding speed; and the
+trace loop's own speed (the simulator's loop over a heap that does no work) on the
+simulator's bench traces. Writes the "## Traces" section of docs/benchmarks.md.
 
-usage: python bench_traces.py WORKLOAD_BINARY DOC [--runs N]
+usage: python bench_traces.py WORKLOAD_BINARY DOC [--runs N] [--loop-speed LOOP_SPEED_BINARY]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -27,6 +29,20 @@ from heapkit.record import recorder_library
 # Scales chosen so that mtrace, which writes ~40 bytes of text per call, stays within a
 # few seconds a run on the 2-core machine.
 WORKLOADS = {"cfrac": 200, "espresso": 60, "gcbench": 6, "lindsay": 300}
+# The traces `make bench-sim` simulates (python/benchmarks/bench_sim.py).
+SIM_TRACES = {"boxedsim": 10, "gcbench": 1, "espresso": 10, "cfrac": 30}
+
+
+def loop_speeds(workload: Path, loop_speed: Path, tmp: Path) -> list[tuple[str, int, dict]]:
+    """heapkit-loop-speed on each of the simulator's bench traces: (name, scale, its JSON)."""
+    rows = []
+    for name, scale in SIM_TRACES.items():
+        trace = tmp / f"sim-{name}.hkt"
+        heapkit.record([str(workload), name, str(scale)], trace)
+        done = subprocess.run([str(loop_speed), str(trace), "5"], capture_output=True, text=True, check=True)
+        rows.append((name, scale, json.loads(done.stdout)))
+        trace.unlink()
+    return rows
 
 
 def _children_cpu() -> float:
@@ -64,6 +80,7 @@ def main() -> None:
     parser.add_argument("workload", type=Path)
     parser.add_argument("doc", type=Path)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--loop-speed", type=Path, help="build/bench/sim/heapkit-loop-speed")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="heapkit-bench-"))
     recorder = str(recorder_library())
@@ -108,6 +125,7 @@ def main() -> None:
             speed = _core.decode_speed(str(trace), 5)
             if decode is None or speed["events"] > decode["events"]:
                 decode = dict(speed, workload=name)
+        loops = loop_speeds(args.workload, args.loop_speed, tmp) if args.loop_speed else []
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -127,7 +145,8 @@ def main() -> None:
         "*+ merge* adds turning the spool into the trace after the program ended (what",
         "`heapkit record` takes in all). heaptrack is `heaptrack --raw` (no interpretation);",
         "mtrace is glibc's, turned on by a preloaded constructor. Regenerate: `make bench-traces`",
-        f"(`{Path(sys.executable).name} python/benchmarks/bench_traces.py build/bench/heapkit-workload docs/benchmarks.md`).",
+        f"(`{Path(sys.executable).name} python/benchmarks/bench_traces.py build/bench/heapkit-workload docs/benchmarks.md "
+        "--loop-speed build/bench/sim/heapkit-loop-speed`).",
         "",
         "| workload (scale) | operations | plain | preload only | record | record (CPU) | record + merge | heaptrack | mtrace | trace bytes/op | spool bytes/op |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -142,9 +161,29 @@ def main() -> None:
         )
     lines += [
         "",
-        f"Decoding (C++ `TraceDecoder` with liveness checks, best of 5, {decode['workload']} trace of "
+        f"Decoding (C++ `TraceDecoder::next` with liveness checks, thread CPU time, best of 5, {decode['workload']} trace of "
         f"{decode['events']:,} operations): **{decode['events_per_second'] / 1e6:.0f} M operations/s**.",
         "",
+    ]
+    if loops:
+        lines += [
+            "The trace loop on the simulator's bench traces (`heapkit-loop-speed TRACE 5`, thread CPU time, "
+            "medians of 5): *decoding* is the batched decoder as the simulator and the replayer call it "
+            "(256 operations at a time); *loop alone* is the simulator's whole loop (decoding, the one trace "
+            "loop of `trace/TraceLoop.h`, the live-object table, footprint accounting) over a bump heap whose "
+            "addresses are never touched, so the rate the simulator would reach with an allocator that took "
+            "no time; *loop + free-list heap* over a heap that writes a header per block and reuses blocks, "
+            "so that objects' memory is touched as an allocator touches it.",
+            "",
+            "| trace (scale) | operations | decoding | loop alone | loop + free-list heap |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for name, scale, r in loops:
+            lines.append(f"| {name} ({scale}) | {r['events']:,} | {r['decode_events_per_second'] / 1e6:.0f} M/s | "
+                         f"{r['loop_events_per_second'] / 1e6:.0f} M/s | "
+                         f"{r['loop_free_list_events_per_second'] / 1e6:.0f} M/s |")
+        lines.append("")
+    lines += [
         "Targets: recording at most 1.5x, at most 6 bytes per operation before compression,",
         "decoding at 100 M operations/s or more. In this run:",
     ]

@@ -8,7 +8,7 @@ malloc wrapper (nothing else is needed but a C++20 compiler), into
 - ``lib<name>.so``: a preload library (``LD_PRELOAD=./libmine.so program``);
 - ``lib<name>.a`` and ``<name>.cmake``: a static library and a CMake snippet to link the
   allocator into a program;
-- ``<name>-verify``: the replayer's loop over the emitted heap, to check the build.
+- ``<name>-verify``: heapkit-replay's measurement over the emitted heap, to check the build.
 
 ``verify`` then replays the trace on what was built and reports measured against
 predicted: the emitted heap's footprint high-water mark, which must equal the simulated
@@ -102,15 +102,16 @@ void heapkit_ep_fork_child(void) {{ heapkit::forkhooks::child(providedHeap()); }
 #include "wrapper.cpp"
 """
 
-_VERIFIER = """// The replayer's loop (heapkit/trace/ReplayLoop.h) over the design in {header}, called
-// directly: `heapkit build` runs it to check the built design against the simulator.
+_VERIFIER = """// heapkit-replay's measurement (heapkit-replay/TimedReplay.h: the trace loop the simulator
+// uses, timed) over the design in {header}, called directly: `heapkit build` runs it to
+// check the built design against the simulator.
 #include <cstring>
 
-#include <heapkit/trace/ReplayLoop.h>
+#include <heapkit-replay/TimedReplay.h>
 #include <heapkit/wrapper/ANSIWrapper.h>
 #include "{header}"
 
-using namespace heapkit::trace::replay;
+using namespace heapkit::replay;
 
 int main(int argc, char** argv) {{
   if (argc < 2) {{
@@ -124,9 +125,8 @@ int main(int argc, char** argv) {{
     std::fprintf(stderr, "%s: %s\\n", argv[0], error.c_str());
     return status;
   }}
-  MmapVector<void*> slots(input.objects, nullptr);
   heapkit::ANSIWrapper<{ns}::Dmm<heapkit::RealMemory>> heap;
-  Measurement measured = measureReplay(heap, input.ops, slots, touchMemory);
+  Measurement measured = measureReplay(heap, input, touchMemory);
   printReplay(input, measured, touchMemory, "\\"{name}-verify\\"", heldJson(heap));
   return 0;
 }}

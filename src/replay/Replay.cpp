@@ -2,15 +2,18 @@
 // operations, in trace order on one thread, against the process's malloc (or, with --spec,
 // against that DMM design running as a real allocator in this process, its
 // ANSIWrapper<DmmHeap<RealMemory>> called directly), and prints one line of JSON:
-//   operations, seconds, ns_per_op, baseline_rss_bytes, peak_rss_bytes, footprint_bytes,
-//   max_live_bytes (from the trace), end_rss_bytes, malloc_library (the file that
-//   defines the malloc this process calls: a preloaded library that does not define one
-//   leaves the C library's, which the caller must not report as the library's figures);
+//   operations, seconds, cpu_seconds (the replaying thread's), ns_per_op, baseline_rss_bytes,
+//   peak_rss_bytes, footprint_bytes, max_live_bytes (from the trace), end_rss_bytes,
+//   malloc_library (the file that defines the malloc this process calls: a preloaded
+//   library that does not define one leaves the C library's, which the caller must not
+//   report as the library's figures);
 //   with --spec also heap_peak_bytes_held and heap_end_bytes_held (the design's own
 //   footprint, which the simulator predicts to the byte), and with --counted its work
 //   counts (steps, reads, writes: counting compiled in, so slower); with --footprint-samples,
 //   the resident set's growth at N points of the replay (footprint over time).
-// The trace is decoded into memory first, so decoding is not timed; footprint is the peak
+// The trace is decoded into memory first, so decoding is not timed; the operations are
+// then applied by the trace loop the simulator uses (heapkit/trace/TraceLoop.h: glibc's
+// semantics, realloc(p, 0) included). Footprint is the peak
 // resident set during the replay minus the resident set before it (the decoded operations
 // and the object table). Each allocated object gets one byte written per page, as a program
 // that uses its memory would, so that untouched allocations do not hide footprint
@@ -26,10 +29,10 @@
 
 #include "Spec.h"
 #include "heapkit/dmm/DmmHeap.h"
-#include "heapkit/trace/ReplayLoop.h"
+#include "TimedReplay.h"
 #include "heapkit/wrapper/ANSIWrapper.h"
 
-using namespace heapkit::trace::replay;
+using namespace heapkit::replay;
 
 // The file that defines the malloc this process calls, as a JSON string.
 static std::string mallocLibraryJson() {
@@ -75,18 +78,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "heapkit-replay: %s\n", error.c_str());
     return status;
   }
-  MmapVector<void*> slots(input.objects, nullptr);
   Measurement measured;
   std::string extraJson;
   if (specPath == nullptr) {
     ProcessMalloc processMalloc;
     if (footprintSamples == 0) {
-      measured = measureReplay(processMalloc, input.ops, slots, touchMemory);
+      measured = measureReplay(processMalloc, input, touchMemory);
     } else {
       MmapVector<std::pair<std::uint64_t, std::uint64_t>> samples;
       samples.reserve(footprintSamples + 1);
       std::uint64_t every = input.ops.size() / footprintSamples + 1;
-      measured = measureReplay(processMalloc, input.ops, slots, touchMemory, &samples, every);
+      measured = measureReplay(processMalloc, input, touchMemory, &samples, every);
       extraJson = ", \"footprint_samples\": [";
       for (std::size_t i = 0; i < samples.size(); ++i)
         extraJson += (i == 0 ? "[" : ", [") + std::to_string(samples[i].first) + ", " + std::to_string(samples[i].second) + "]";
@@ -102,13 +104,13 @@ int main(int argc, char** argv) {
     }
     if (counted) {
       heapkit::ANSIWrapper<heapkit::DmmHeap<heapkit::CountedMemory>> heap(spec.dmm);
-      measured = measureReplay(heap, input.ops, slots, touchMemory);
+      measured = measureReplay(heap, input, touchMemory);
       const heapkit::WorkCounts& counts = heap.workCounts();
       extraJson = heldJson(heap) + ", \"steps\": " + std::to_string(counts.steps) + ", \"reads\": " +
                   std::to_string(counts.reads) + ", \"writes\": " + std::to_string(counts.writes);
     } else {
       heapkit::ANSIWrapper<heapkit::DmmHeap<heapkit::RealMemory>> heap(spec.dmm);
-      measured = measureReplay(heap, input.ops, slots, touchMemory);
+      measured = measureReplay(heap, input, touchMemory);
       extraJson = heldJson(heap);
     }
   }

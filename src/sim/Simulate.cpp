@@ -5,15 +5,12 @@
 
 #include <algorithm>
 
-#include "TraceApplier.h"
+#include "SimulationLoop.h"
 #include "heapkit/dmm/DmmHeap.h"
 #include "heapkit/trace/Reader.h"
 #include "heapkit/wrapper/ANSIWrapper.h"
 
 namespace heapkit::sim {
-
-using trace::Event;
-using trace::Op;
 
 namespace {
 double now() {
@@ -27,7 +24,11 @@ struct Simulation::State {
   using Heap = ANSIWrapper<DmmHeap<SimulatedMemory>>;
 
   State(const ParsedSpec& spec, const std::string& path, const SimulationOptions& opts)
-      : options(opts), file(path), decoder(file.data(), file.size()), heap(spec.dmm, opts.reserveBytes), tracePath(path) {
+      : options(opts),
+        file(path),
+        decoder(file.data(), file.size(), /*checkLiveness=*/false),
+        heap(spec.dmm, opts.reserveBytes),
+        tracePath(path) {
     if (decoder.failed()) throw SimulationError(path + ": " + decoder.error());
     if (heap.arena().reservedBytes() == 0)
       throw SimulationError("cannot reserve " + std::to_string(opts.reserveBytes >> 20) + " MiB of address space to simulate in");
@@ -35,18 +36,12 @@ struct Simulation::State {
 
   SimulationOptions options;
   trace::MappedFile file;
+  // Without liveness bits: the loop's table of live objects knows which are live, and a
+  // free of any other is found there (loop.applier().untracked()).
   trace::TraceDecoder decoder;
   Heap heap;
   std::string tracePath;
-  TraceApplier<Heap> applier{heap};
-  SimulationResult result;
-  // Footprint over time: the highest held figure in each stride of events; when the
-  // buffer fills, neighbours merge and the stride doubles.
-  std::uint64_t sampleStride = 1;
-  std::uint64_t untilSample = 1;
-  std::uint64_t sampleMax = 0;
-  // Static energy integrates the footprint over operations.
-  unsigned __int128 heldByteOperations = 0;
+  SimulationLoop<Heap> loop{heap, options.maxSamples};
   double seconds = 0;
   bool done = false;
   bool abandoned = false;
@@ -63,33 +58,22 @@ struct Simulation::State {
   }
   std::uintptr_t droppedUpTo = 0;
 
-  void apply(const Event& e) {
-    if (!applier.apply(e) && heap.arena().exhausted())
+  // After each batch: a design that ran out of the reserved range stops the simulation
+  // (its failures would be the reserve's, not the design's); one that needs more than
+  // maxStepsPerEvent steps per operation is abandoned. The first 4 Ki events are free (a
+  // cold start costs more steps per event).
+  bool stopAfterBatch() {
+    const TraceCounts counts = loop.applier().counts();
+    if (counts.failedRequests != 0 && heap.arena().exhausted())
       throw SimulationError(tracePath + ": the trace's footprint does not fit the " +
                             std::to_string(heap.arena().reservedBytes() >> 20) +
                             " MiB reserved to simulate it in (raise the reserve)");
-    std::size_t held = heap.bytesHeld();
-    // The arena's own high-water mark: a realloc may hold both blocks for a moment.
-    std::size_t peak = heap.peakBytesHeld();
-    if (peak > result.peakFootprintBytes) {
-      result.peakFootprintBytes = peak;
-      result.liveBytesAtPeak = applier.liveBytes();
-      result.usableBytesAtPeak = applier.liveUsableBytes();
+    std::uint64_t budget = options.maxStepsPerEvent;
+    if (budget != 0 && counts.events > 4096 && heap.workCounts().steps > budget * counts.events) {
+      abandoned = true;
+      return true;
     }
-    heldByteOperations += held;
-    sampleMax = std::max<std::uint64_t>(sampleMax, held);
-    if (--untilSample == 0) {
-      result.footprintSamples.emplace_back(applier.counts().events, sampleMax);
-      sampleMax = 0;
-      if (result.footprintSamples.size() >= 2 * options.maxSamples) {
-        auto& samples = result.footprintSamples;
-        for (std::size_t i = 0; i < samples.size() / 2; ++i)
-          samples[i] = {samples[2 * i + 1].first, std::max(samples[2 * i].second, samples[2 * i + 1].second)};
-        samples.resize(samples.size() / 2);
-        sampleStride *= 2;
-      }
-      untilSample = sampleStride;
-    }
+    return false;
   }
 };
 
@@ -108,27 +92,15 @@ bool Simulation::step(std::uint64_t maxEvents) {
   State& s = *state_;
   if (s.done) return false;
   double start = now();
-  Event e;
-  std::uint64_t n = 0;
-  std::uint64_t budget = s.options.maxStepsPerEvent;
-  while (n < maxEvents && s.decoder.next(e)) {
-    s.apply(e);
-    ++n;
-    // Checked often enough that a design walking a long list on every operation stops
-    // within milliseconds, and rarely enough to cost nothing; the first 4 Ki events are
-    // free (a cold start costs more steps per event).
-    if (budget != 0 && (n & 1023) == 0 && s.applier.counts().events > 4096 &&
-        s.heap.workCounts().steps > budget * s.applier.counts().events) {
-      s.abandoned = true;
-      s.done = true;
-      s.seconds += now() - start;
-      return false;
-    }
-  }
+  std::uint64_t n = s.loop.run(s.decoder, maxEvents, [&s] { return s.stopAfterBatch(); });
   s.seconds += now() - start;
   if (s.decoder.failed()) throw SimulationError(s.tracePath + ": " + s.decoder.error());
+  if (s.loop.applier().untracked() != 0) {
+    std::string error = trace::firstError(s.file.data(), s.file.size());
+    throw SimulationError(s.tracePath + ": " + (error.empty() ? "a free of an object that is not live" : error));
+  }
   s.dropReadPages();
-  if (n < maxEvents) s.done = true;
+  if (n < maxEvents || s.abandoned) s.done = true;
   return !s.done;
 }
 
@@ -137,18 +109,22 @@ std::uint64_t Simulation::traceBytes() const { return state_->decoder.size(); }
 
 SimulationResult Simulation::result() const {
   const State& s = *state_;
-  SimulationResult r = s.result;
-  r.operations = s.applier.counts();
+  SimulationResult r;
+  FootprintFigures footprint = s.loop.figures();
+  r.operations = s.loop.applier().counts();
+  r.peakFootprintBytes = footprint.peakFootprintBytes;
+  r.liveBytesAtPeak = footprint.liveBytesAtPeak;
+  r.usableBytesAtPeak = footprint.usableBytesAtPeak;
+  r.footprintSamples = std::move(footprint.samples);
   r.abandoned = s.abandoned;
   auto& heap = const_cast<State::Heap&>(s.heap);
   r.counts = heap.workCounts();
   r.endFootprintBytes = heap.bytesHeld();
   r.seconds = s.seconds;
-  if (s.sampleMax != 0 || r.footprintSamples.empty()) r.footprintSamples.emplace_back(r.operations.events, s.sampleMax);
   const EnergyModel& energy = s.options.energy;
   r.dynamicEnergyNanojoules = static_cast<double>(r.counts.reads + r.counts.writes) * energy.accessNanojoules +
                               static_cast<double>(r.counts.steps) * energy.stepNanojoules;
-  r.staticEnergyNanojoules = static_cast<double>(s.heldByteOperations) / 1024.0 * energy.staticNanowattsPerKib *
+  r.staticEnergyNanojoules = static_cast<double>(footprint.heldByteOperations) / 1024.0 * energy.staticNanowattsPerKib *
                              energy.nanosecondsPerOperation * 1e-9;
   for (std::size_t i = 0; i <= heap.count(); ++i) {
     const AllocatorUsage& usage = heap.usage(i);

@@ -1,7 +1,8 @@
-// One trace operation applied to a heap: the calls the simulator makes of a design over
-// simulated memory, and the fidelity tests make of the same design over real memory, so
-// both see the same requests in the same order. heapkit-replay makes the same calls with
-// the same arguments (src/replay/Replay.cpp).
+// The simulator's side of the trace loop (heapkit/trace/TraceLoop.h): which objects are
+// live, what they requested and what the allocator set aside for them, and the trace's
+// operation counts. The simulator applies a trace to a design over simulated memory with
+// it; the fidelity tests apply the same trace to the same design over real memory with
+// it; heapkit-replay makes the same heap calls through the same loop.
 //
 // Data is what the application would do with its objects: nothing in the simulator; the
 // tests fill every usable byte and check it on free (a design that let its metadata into
@@ -10,9 +11,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
-#include "LiveObjects.h"
 #include "heapkit/trace/Format.h"
+#include "heapkit/trace/LiveObjects.h"
+#include "heapkit/trace/TraceLoop.h"
 
 namespace heapkit::sim {
 
@@ -34,88 +37,89 @@ struct TraceCounts {
 template <class Heap, class Data = NoData>
 class TraceApplier {
  public:
+  struct Entry {
+    void* address = nullptr;
+    std::uint64_t size = 0;    // requested
+    std::uint64_t usable = 0;  // what the allocator set aside
+  };
+
   explicit TraceApplier(Heap& heap, Data data = {}) : heap_(heap), data_(data) {}
 
-  // Returns false when an allocation failed (the design could not serve it).
-  bool apply(const trace::Event& e) {
-    using trace::Op;
-    ++counts_.events;
-    switch (e.op) {
-      case Op::Malloc: ++counts_.mallocs; return place(e.id, heap_.malloc(e.size), e.size);
-      case Op::Calloc: ++counts_.mallocs; return place(e.id, heap_.calloc(1, e.size), e.size);
-      case Op::Realloc: {
-        ++counts_.reallocs;
-        LiveObjects::Object old = take(e.oldId);
-        void* moved = heap_.realloc(old.address, e.size);
-        if (moved == nullptr && e.size != 0 && old.address != nullptr) {
-          // The old block stays valid, as C requires; the trace's new object is missing here.
-          keep(e.oldId, old);
-        }
-        if (e.size == 0) return true;
-        return place(e.id, moved, e.size);
-      }
-      case Op::Aligned: {
-        ++counts_.alignedAllocations;
-        void* object = nullptr;
-        std::size_t alignment = e.alignment < sizeof(void*) ? sizeof(void*) : e.alignment;
-        if (heap_.posix_memalign(&object, alignment, e.size) != 0) object = nullptr;
-        return place(e.id, object, e.size);
-      }
-      default:  // Free
-        ++counts_.frees;
-        heap_.free(take(e.id).address);
-        return true;
-    }
+  [[gnu::always_inline]] void apply(const trace::Operation& operation) {
+    ++byOp_[operation.idOp & 0xff];
+    trace::applyOperation(heap_, *this, operation);
   }
+  void apply(const trace::Event& e) { apply(trace::Operation::of(e)); }
 
-  const TraceCounts& counts() const { return counts_; }
+  TraceCounts counts() const {
+    TraceCounts counts;
+    using trace::Op;
+    counts.mallocs = byOp_[unsigned(Op::Malloc)] + byOp_[unsigned(Op::Calloc)];
+    counts.frees = byOp_[unsigned(Op::Free)];
+    counts.reallocs = byOp_[unsigned(Op::Realloc)];
+    counts.alignedAllocations = byOp_[unsigned(Op::Aligned)];
+    counts.events = counts.mallocs + counts.frees + counts.reallocs + counts.alignedAllocations;
+    counts.failedRequests = failed_;
+    counts.maxLiveBytes = maxLiveBytes_;
+    return counts;
+  }
   std::uint64_t liveBytes() const { return liveBytes_; }
   std::uint64_t liveUsableBytes() const { return liveUsable_; }
-  std::size_t liveObjects() const { return live_.size(); }
 
   // Frees whatever the trace left live (tests tear the heap down to zero).
   void freeAll() {
-    live_.forEach([this](std::uint64_t id, const LiveObjects::Object& object) {
+    live_.forEach([this](std::uint64_t id, const Entry& object) {
       data_.freeing(object.address, object.usable, id);
       heap_.free(object.address);
     });
-    live_ = LiveObjects();
+    live_ = trace::LiveObjects<Entry>();
     liveBytes_ = liveUsable_ = 0;
   }
 
- private:
-  bool place(std::uint64_t id, void* object, std::uint64_t size) {
-    if (object == nullptr) {
-      ++counts_.failedRequests;
-      return false;
-    }
+  // The ledger the loop keeps (trace/TraceLoop.h).
+  // (An allocation that failed here is Entry{}: subtracting its zeros costs no branch.)
+  [[gnu::always_inline]] Entry take(std::uint64_t id) {
+    auto [object, live] = live_.take(id);
+    if (!live) [[unlikely]] ++untracked_;
+    if constexpr (!std::is_same_v<Data, NoData>)
+      if (object.address != nullptr) data_.freeing(object.address, object.usable, id);
+    liveBytes_ -= object.size;
+    liveUsable_ -= object.usable;
+    return object;
+  }
+  void keep(std::uint64_t id, const Entry& object) { insert(id, object); }
+  [[gnu::always_inline]] void place(std::uint64_t id, void* object, std::uint64_t size) {
     std::uint64_t usable = heap_.getSize(object);
     data_.written(object, usable, id);
-    keep(id, {object, size, usable});
-    counts_.maxLiveBytes = std::max(counts_.maxLiveBytes, liveBytes_);
-    return true;
+    insert(id, {object, size, usable});
+    maxLiveBytes_ = std::max(maxLiveBytes_, liveBytes_);
+  }
+  // A failed allocation stays in the table as Entry{}, so that a free of an id the table
+  // does not hold is the trace's mistake (untracked()).
+  void failed(std::uint64_t id) {
+    ++failed_;
+    live_.insert(id, {});
   }
 
-  void keep(std::uint64_t id, const LiveObjects::Object& object) {
+  // Frees and reallocs of objects that were not live: none in a valid trace. The
+  // simulator decodes without the decoder's liveness bits, which would duplicate this
+  // table, and asks a checking decoder where the trace went wrong when this is not 0.
+  std::uint64_t untracked() const { return untracked_; }
+
+ private:
+  [[gnu::always_inline]] void insert(std::uint64_t id, const Entry& object) {
     live_.insert(id, object);
     liveBytes_ += object.size;
     liveUsable_ += object.usable;
   }
 
-  // The object, no longer live; an empty one for an allocation that failed in this design.
-  LiveObjects::Object take(std::uint64_t id) {
-    LiveObjects::Object object;
-    if (!live_.erase(id, object)) return {};
-    data_.freeing(object.address, object.usable, id);
-    liveBytes_ -= object.size;
-    liveUsable_ -= object.usable;
-    return object;
-  }
-
   Heap& heap_;
   [[no_unique_address]] Data data_;
-  LiveObjects live_;
-  TraceCounts counts_;
+  trace::LiveObjects<Entry> live_;
+  std::uint64_t byOp_[8] = {};
+  std::uint64_t failed_ = 0;
+  std::uint64_t untracked_ = 0;
+  std::uint64_t maxLiveBytes_ = 0;
   std::uint64_t liveBytes_ = 0;
   std::uint64_t liveUsable_ = 0;
 };

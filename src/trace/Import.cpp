@@ -87,7 +87,7 @@ struct LogImporter::Impl {
   LogFormat format;
   TraceWriter writer;
   bool lenient;
-  AddressMap live;
+  OpenAddressingMap<std::uint64_t> live;  // address -> object id
   ImportSummary summary;
   std::string pending;  // a line split across feeds
   std::uint64_t lineStart = 0;  // byte offset of the line being parsed
@@ -469,7 +469,7 @@ struct LogExporter::Heaptrack {
   std::vector<std::uint64_t> frameIp;
   std::vector<std::vector<std::uint64_t>> backtraceAt;  // [frame][slot], 0 until written
   std::unordered_map<SiteKey, std::uint64_t, SiteHash> siteOf;
-  AddressMap slotOfObject;                // object id + 1 -> slot
+  OpenAddressingMap<std::uint64_t> slotOfObject;  // object id + 1 -> slot
   std::vector<std::uint64_t> siteOfSlot;  // the live object's site
   std::vector<std::uint64_t> freeSlots;
   std::uint64_t milliseconds = 0;

@@ -45,7 +45,7 @@ struct ThreadStream {
 
   // Moves to the next record (the first, on the first call); false at the end of the
   // thread's records.
-  bool advance(const AddressMap& live) {
+  bool advance(const OpenAddressingMap<std::uint64_t>& live) {
     if (buffered > 0) {
       head = (head + 1) % kLookahead;
       --buffered;
@@ -165,7 +165,7 @@ MergeSummary mergeSpool(const std::string& spoolPath, std::FILE* out) {
     return sa != sb ? sa > sb : a > b;
   };
   std::priority_queue<std::size_t, std::vector<std::size_t>, decltype(later)> ready(later);
-  AddressMap live;
+  OpenAddressingMap<std::uint64_t> live;  // address -> object id
   for (std::size_t i = 0; i < threads.size(); ++i) {
     writer.setOsTid(static_cast<std::uint32_t>(i), threads[i].tid);
     threads[i].truncated = &summary.truncatedRecords;

@@ -1,4 +1,5 @@
-// libFuzzer target: whatever the bytes, decoding a trace, profiling it, exporting it as
+// libFuzzer target: whatever the bytes, decoding a trace (one operation or a batch at a
+// time, which must agree), profiling it, exporting it as
 // each log, reading them as a text, mtrace or heaptrack log (raw or interpreted), and
 // decoding them as the recorder's spool records must end in success or a clean error: no
 // crash, no hang, no out-of-bounds read (built with ASan and UBSan).
@@ -6,6 +7,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string_view>
+#include <vector>
 
 #include "heapkit/trace/Convert.h"
 #include "heapkit/trace/Spool.h"
@@ -14,13 +16,27 @@
 using namespace heapkit::trace;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  {
-    TraceDecoder decoder(data, size);
+  for (bool liveness : {true, false}) {
+    TraceDecoder decoder(data, size, liveness);
     Event e;
-    std::uint64_t n = 0;
-    while (decoder.next(e)) ++n;
+    std::vector<Operation> ops;
+    while (decoder.next(e)) ops.push_back(Operation::of(e));
     if (!decoder.failed() && !decoder.finished()) __builtin_trap();  // must end one way or the other
     if (decoder.failed() && decoder.errorOffset() > size) __builtin_trap();
+    // Batched decoding (the simulator's and the replayer's) must see the same operations
+    // and stop at the same error.
+    TraceDecoder batched(data, size, liveness);
+    Operation batch[5];
+    std::size_t at = 0;
+    while (std::size_t n = batched.read(batch, 5)) {
+      for (std::size_t i = 0; i < n; ++i, ++at)
+        if (at >= ops.size() || batch[i].idOp != ops[at].idOp || batch[i].size != ops[at].size ||
+            batch[i].extra != ops[at].extra)
+          __builtin_trap();
+    }
+    if (at != ops.size() || batched.failed() != decoder.failed() || batched.error() != decoder.error() ||
+        batched.offset() != decoder.offset())
+      __builtin_trap();
   }
   {
     StatsBuilder stats(data, size, 5, 8);

@@ -229,3 +229,115 @@ TEST(BadInput, ThreadNumbersTheWriterCannotTable) {
   EXPECT_THROW(w.setOsTid(TraceWriter::kMaxThreadNumber + 1, 7), std::invalid_argument);
   EXPECT_THROW(w.malloc(UINT32_MAX - 1, 0, 8), std::invalid_argument);
 }
+
+// ---- batched decoding -------------------------------------------------------------------
+
+namespace {
+
+// Operations of every kind, on three threads, with sizes, distances and time deltas of one
+// to ten varint bytes.
+std::string varied(unsigned seed) {
+  std::string out;
+  TraceWriter w(&out);
+  w.begin({});
+  std::uint64_t state = seed * 0x9E3779B97F4A7C15ULL + 1;
+  auto next = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  std::vector<std::uint64_t> live;
+  std::uint64_t time = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::uint32_t thread = static_cast<std::uint32_t>(next() % 3);
+    time += next() % 5 == 0 ? next() >> (next() % 64) : next() % 4;
+    std::uint64_t size = next() % 4 == 0 ? (next() >> 8) >> (next() % 48) : next() % 200;
+    std::uint64_t r = next() % 10;
+    if (!live.empty() && r < 4) {
+      std::size_t k = next() % live.size();
+      w.free(thread, time, live[k]);
+      live[k] = live.back();
+      live.pop_back();
+    } else if (!live.empty() && r == 4) {
+      std::size_t k = next() % live.size();
+      live[k] = w.realloc(thread, time, live[k], size);
+    } else if (r == 5) {
+      live.push_back(w.aligned(thread, time, std::uint64_t{1} << (next() % 41), size));
+    } else if (r == 6) {
+      live.push_back(w.calloc(thread, time, size));
+    } else {
+      live.push_back(w.malloc(thread, time, size));
+    }
+  }
+  w.end();
+  return out;
+}
+
+struct Decoded {
+  std::vector<std::uint64_t> words;  // the operations, three words each
+  std::string error;
+  std::uint64_t offset = 0, events = 0, objects = 0;
+  bool operator==(const Decoded&) const = default;
+};
+
+Decoded byNext(const std::string& s, bool liveness) {
+  TraceDecoder d(bytes(s), s.size(), liveness);
+  Decoded out;
+  Event e;
+  while (d.next(e)) {
+    Operation o = Operation::of(e);
+    out.words.insert(out.words.end(), {o.idOp, o.size, o.extra});
+  }
+  out.error = d.error();
+  out.offset = d.offset();
+  out.events = d.events();
+  out.objects = d.objects();
+  return out;
+}
+
+Decoded byRead(const std::string& s, bool liveness, std::size_t batch) {
+  TraceDecoder d(bytes(s), s.size(), liveness);
+  Decoded out;
+  std::vector<Operation> ops(batch);
+  while (std::size_t n = d.read(ops.data(), batch))
+    for (std::size_t i = 0; i < n; ++i) out.words.insert(out.words.end(), {ops[i].idOp, ops[i].size, ops[i].extra});
+  EXPECT_EQ(d.read(ops.data(), batch), 0u);  // and stays done
+  out.error = d.error();
+  out.offset = d.offset();
+  out.events = d.events();
+  out.objects = d.objects();
+  return out;
+}
+
+}  // namespace
+
+// read() is next() a batch at a time: the same operations, and on bad input the same error
+// at the same offset, whatever the batch size.
+TEST(BatchedRead, AgreesWithNextOnValidAndBrokenTraces) {
+  for (unsigned seed = 1; seed <= 3; ++seed) {
+    std::string s = varied(seed);
+    std::vector<std::string> inputs = {s};
+    for (std::size_t n = 0; n < s.size(); n += 1 + n / 16) inputs.push_back(s.substr(0, n));  // truncations
+    for (std::size_t at = 0; at < s.size(); at += 1 + at / 32) {  // one byte changed
+      std::string broken = s;
+      broken[at] = static_cast<char>(broken[at] ^ (1 << (at % 8)));
+      inputs.push_back(broken);
+    }
+    std::size_t failures = 0;
+    for (const std::string& input : inputs) {
+      for (bool liveness : {true, false}) {
+        Decoded expected = byNext(input, liveness);
+        failures += !expected.error.empty();
+        for (std::size_t batch : {std::size_t{1}, std::size_t{7}, std::size_t{256}}) {
+          ASSERT_EQ(byRead(input, liveness, batch), expected)
+              << "seed " << seed << ", " << input.size() << " bytes, batch " << batch << ", liveness " << liveness
+              << ": " << expected.error;
+        }
+      }
+    }
+    EXPECT_GT(failures, inputs.size() / 2) << "the broken inputs should mostly fail";
+    EXPECT_TRUE(byNext(s, true).error.empty()) << byNext(s, true).error;
+    EXPECT_EQ(byNext(s, true).events, 3000u);
+  }
+}

@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "heapkit/trace/AddressMap.h"
+#include "heapkit/trace/OpenAddressingMap.h"
 #include "heapkit/trace/Reader.h"
 #include "heapkit/trace/Writer.h"
 

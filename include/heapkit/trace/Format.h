@@ -65,6 +65,22 @@ struct Event {
   std::uint64_t alignment = 0;  // Aligned only
 };
 
+// One memory operation as a replay applies it (trace/TraceLoop.h): 24 bytes against an
+// Event's 48, without thread and time. The replayer decodes a whole trace into these
+// before it times anything; the simulator decodes a few hundred at a time.
+struct Operation {
+  std::uint64_t idOp;   // object id << 8 | Op (ids stay below 2^56: each costs a record)
+  std::uint64_t size;
+  std::uint64_t extra;  // realloc: the old object's id; aligned: the alignment
+
+  Op op() const { return static_cast<Op>(idOp & 0xff); }
+  std::uint64_t id() const { return idOp >> 8; }
+  static Operation of(const Event& e) {
+    return {e.id << 8 | static_cast<std::uint64_t>(e.op), e.size,
+            e.op == Op::Realloc ? e.oldId : e.op == Op::Aligned ? e.alignment : 0};
+  }
+};
+
 struct Header {
   std::uint64_t versionMajor = kVersionMajor;
   std::uint64_t versionMinor = kVersionMinor;
@@ -85,42 +101,47 @@ inline std::size_t putVarint(unsigned char* out, std::uint64_t value) {
   return n;
 }
 
+// A varint of four bytes or more, or one near the end of the buffer: returned by value,
+// so that callers' variables stay in registers.
+struct Varint {
+  const unsigned char* next;  // nullptr: truncated, or longer than 64 bits allow
+  std::uint64_t value;
+};
+[[gnu::noinline]] inline Varint getLongVarint(const unsigned char* p, const unsigned char* end) {
+  std::uint64_t result = 0;
+  for (unsigned shift = 0; shift < 64; shift += 7) {
+    if (p >= end) return {nullptr, 0};
+    std::uint64_t byte = *p++;
+    if (shift == 63 && byte > 1) return {nullptr, 0};  // bits past 64
+    result |= (byte & 0x7f) << shift;
+    if (byte < 0x80) return {p, result};
+  }
+  return {nullptr, 0};
+}
+
 // Decodes a varint at p, never reading at or past end. Returns the position after it, or
-// nullptr if it is truncated or longer than 64 bits allow.
-inline const unsigned char* getVarint(const unsigned char* p, const unsigned char* end, std::uint64_t& value) {
+// nullptr if it is truncated or longer than 64 bits allow. Up to three bytes inline
+// (sizes, object distances, time deltas): the decoder spends most of its time here.
+[[gnu::always_inline]] inline const unsigned char* getVarint(const unsigned char* p, const unsigned char* end,
+                                                             std::uint64_t& value) {
   if (p < end && *p < 0x80) [[likely]] {
     value = *p;
     return p + 1;
   }
-  // Two and three bytes (object distances, time deltas) without a bound check per byte
-  // where the longest varint fits: the decoder spends most of its time here.
-  if (end - p >= static_cast<std::ptrdiff_t>(kMaxVarintBytes)) [[likely]] {
-    std::uint64_t result = p[0] & 0x7f;
-    std::uint64_t byte = p[1];
-    result |= (byte & 0x7f) << 7;
-    if (byte < 0x80) {
+  if (end - p >= 3) {
+    std::uint64_t result = (p[0] & 0x7fu) | (std::uint64_t{p[1] & 0x7fu} << 7);
+    if (p[1] < 0x80) {
       value = result;
       return p + 2;
     }
-    byte = p[2];
-    result |= (byte & 0x7f) << 14;
-    if (byte < 0x80) {
-      value = result;
+    if (p[2] < 0x80) {
+      value = result | (std::uint64_t{p[2]} << 14);
       return p + 3;
     }
   }
-  std::uint64_t result = 0;
-  for (unsigned shift = 0; shift < 64; shift += 7) {
-    if (p >= end) return nullptr;
-    std::uint64_t byte = *p++;
-    if (shift == 63 && byte > 1) return nullptr;  // bits past 64
-    result |= (byte & 0x7f) << shift;
-    if (byte < 0x80) {
-      value = result;
-      return p;
-    }
-  }
-  return nullptr;
+  Varint v = getLongVarint(p, end);
+  value = v.value;
+  return v.next;
 }
 
 }  // namespace heapkit::trace

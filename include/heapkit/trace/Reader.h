@@ -29,7 +29,10 @@ class TraceDecoder {
   // With checkLiveness (the default) a free or realloc of an object that is not live is an
   // error; without it only ids that were never allocated are (one bit per object saved).
   TraceDecoder(const unsigned char* data, std::size_t size, bool checkLiveness = true)
-      : begin_(data), p_(data), end_(data + size), checkLiveness_(checkLiveness) {
+      : begin_(data), end_(data + size) {
+    cursor_.p = data;
+    cursor_.end = data + size;
+    cursor_.checkLiveness = checkLiveness;
     readHeader();
   }
 
@@ -38,122 +41,211 @@ class TraceDecoder {
   // The next memory operation, or false at the end of the trace or on an error.
   bool next(Event& e) {
     if (done_ || failed_) return false;
-    for (;;) {
-      const unsigned char* record = p_;
-      std::uint64_t tag;
-      const unsigned char* q = getVarint(p_, end_, tag);
-      if (q == nullptr) [[unlikely]]
-        return fail(record, p_ == end_ ? "truncated: the trace ends without its end record" : "truncated record");
-      std::uint64_t delta = tag >> kOpBits;
-      if (delta > UINT64_MAX - time_) [[unlikely]] return fail(record, "time overflows 64 bits");
-      // Kept in locals and stored once: reading back a field just written (time_, nextId_)
-      // as part of a wider copy into the event stalls store forwarding on every record.
-      const std::uint64_t time = time_ + delta;
-      time_ = time;
-      Op op = static_cast<Op>(tag & ((1u << kOpBits) - 1));
-      std::uint64_t a, b;
-      switch (op) {
-        case Op::Malloc:
-        case Op::Calloc:
-          if ((q = getVarint(q, end_, a)) == nullptr) [[unlikely]] return fail(record, "truncated record");
-          if (!threadKnown_) [[unlikely]] return fail(record, "operation before any thread record");
-          e.op = op;
-          e.size = a;
-          e.alignment = 0;
-          break;
-        case Op::Aligned:
-          if ((q = getVarint(q, end_, b)) == nullptr || (q = getVarint(q, end_, a)) == nullptr)
-            return fail(record, "truncated record");
-          if (!threadKnown_) return fail(record, "operation before any thread record");
-          if (b > kMaxAlignmentLog2) return failAlignment(record, b);
-          e.op = op;
-          e.size = a;
-          e.alignment = std::uint64_t{1} << b;
-          break;
-        case Op::Realloc:
-          if ((q = getVarint(q, end_, b)) == nullptr || (q = getVarint(q, end_, a)) == nullptr)
-            return fail(record, "truncated record");
-          if (!threadKnown_) return fail(record, "operation before any thread record");
-          if (!release(record, b, "realloc", e.oldId)) return false;
-          e.op = op;
-          e.size = a;
-          e.alignment = 0;
-          break;
-        case Op::Free:
-          if ((q = getVarint(q, end_, b)) == nullptr) [[unlikely]] return fail(record, "truncated record");
-          if (!threadKnown_) [[unlikely]] return fail(record, "operation before any thread record");
-          if (!release(record, b, "free", e.id)) [[unlikely]] return false;
-          e.op = op;
-          e.size = 0;
-          e.thread = thread_;
-          e.time = time;
-          ++events_;
-          p_ = q;
-          return true;
-        case Op::Thread:
-          if ((q = getVarint(q, end_, a)) == nullptr) return fail(record, "truncated record");
-          if (a == osTids_.size()) {
-            if ((q = getVarint(q, end_, b)) == nullptr) return fail(record, "truncated record");
-            osTids_.push_back(b);
-          } else if (a > osTids_.size()) {
-            return failThreadOrder(record, a);
-          }
-          thread_ = static_cast<std::uint32_t>(a);
-          threadKnown_ = true;
-          p_ = q;
-          continue;
-        case Op::End:
-          if ((q = getVarint(q, end_, a)) == nullptr) return fail(record, "truncated record");
-          if (a != events_) return failEndCount(record, a);
-          if (q != end_) return failTrailing(q);
-          p_ = q;
-          done_ = true;
-          return false;
-        default:
-          return failKind(record, static_cast<unsigned>(op));
-      }
-      // An allocation (a holds its size): the next object id.
-      if (a > kMaxObjectBytes) [[unlikely]] return failSize(record, a);
-      const std::uint64_t id = nextId_;
-      nextId_ = id + 1;
-      if (checkLiveness_) {
-        if ((id & 63) == 0) live_.push_back(0);
-        live_[id >> 6] |= std::uint64_t{1} << (id & 63);
-      }
-      e.id = id;
-      e.thread = thread_;
-      e.time = time;
-      ++events_;
-      p_ = q;
-      return true;
-    }
+    return decode<RuntimeLiveness, false>(cursor_, e);
+  }
+
+  // Up to `capacity` operations into `out`; fewer only at the end of the trace or at an
+  // error (failed() tells which). The decoder's state stays in registers for the whole
+  // batch, where next() must keep it in memory between calls, and the checks that cannot
+  // change within a batch are made once: a loop that applies each operation to a heap
+  // (whose stores may alias anything) decodes several times faster so.
+  std::size_t read(Operation* out, std::size_t capacity) {
+    if (done_ || failed_) return 0;
+    if (cursor_.checkLiveness)
+      return cursor_.threadKnown ? readBatch<CheckLiveness, true>(out, capacity) : readBatch<CheckLiveness, false>(out, capacity);
+    return cursor_.threadKnown ? readBatch<NoLiveness, true>(out, capacity) : readBatch<NoLiveness, false>(out, capacity);
   }
 
   bool failed() const { return failed_; }
   bool finished() const { return done_; }  // the end record was read and checked
   const std::string& error() const { return error_; }
   std::uint64_t errorOffset() const { return errorOffset_; }
-  std::uint64_t offset() const { return static_cast<std::uint64_t>(p_ - begin_); }
+  std::uint64_t offset() const { return static_cast<std::uint64_t>(cursor_.p - begin_); }
   std::uint64_t size() const { return static_cast<std::uint64_t>(end_ - begin_); }
-  std::uint64_t objects() const { return nextId_; }
-  std::uint64_t events() const { return events_; }
-  std::uint64_t time() const { return time_; }
+  std::uint64_t objects() const { return cursor_.nextId; }
+  std::uint64_t events() const { return cursor_.events; }
+  std::uint64_t time() const { return cursor_.time; }
   const std::vector<std::uint64_t>& osThreadIds() const { return osTids_; }
 
  private:
+  // What decoding one record reads and changes. read() keeps a copy in registers for a
+  // whole batch, so nothing here may have its address taken.
+  struct Cursor {
+    const unsigned char* p = nullptr;
+    const unsigned char* end = nullptr;
+    std::uint64_t time = 0;
+    std::uint64_t nextId = 0;  // the next allocation's object id
+    std::uint64_t events = 0;
+    std::uint64_t* live = nullptr;  // with checkLiveness: one bit per object, set while it is live
+    std::uint64_t liveWords = 0;
+    std::uint32_t thread = 0;
+    bool threadKnown = false;
+    bool checkLiveness = true;
+  };
+
+  // The time and thread come as values: reading back a cursor field just written, as part
+  // of the copy into an event that may alias it, stalls store forwarding on every record.
+  static void put(Event& e, Op op, std::uint64_t id, std::uint64_t size, std::uint64_t extra, std::uint64_t time,
+                  std::uint32_t thread) {
+    e.op = op;
+    e.id = id;
+    e.size = size;
+    e.alignment = op == Op::Aligned ? extra : 0;
+    if (op == Op::Realloc) e.oldId = extra;
+    e.thread = thread;
+    e.time = time;
+  }
+  static void put(Operation& o, Op op, std::uint64_t id, std::uint64_t size, std::uint64_t extra, std::uint64_t,
+                  std::uint32_t) {
+    o.idOp = id << 8 | static_cast<std::uint64_t>(op);
+    o.size = size;
+    o.extra = extra;
+  }
+
+  // Whether frees are checked against the live objects' bits: known for a whole batch, or
+  // asked of the cursor.
+  struct CheckLiveness {
+    static bool on(const Cursor&) { return true; }
+  };
+  struct NoLiveness {
+    static bool on(const Cursor&) { return false; }
+  };
+  struct RuntimeLiveness {
+    static bool on(const Cursor& c) { return c.checkLiveness; }
+  };
+
+  template <class Liveness, bool kThreadKnown>
+  std::size_t readBatch(Operation* out, std::size_t capacity) {
+    Cursor c = cursor_;
+    std::size_t n = 0;
+    while (n < capacity && decode<Liveness, kThreadKnown>(c, out[n])) ++n;
+    cursor_ = c;
+    return n;
+  }
+
+  // Decodes the memory operation at c.p (after any thread records) into `out`. With
+  // kThreadKnown, a thread record has been read: operations need no check for one.
+  template <class Liveness, bool kThreadKnown, class Out>
+  [[gnu::always_inline]] bool decode(Cursor& c, Out& out) {
+    for (;;) {
+      const unsigned char* record = c.p;
+      std::uint64_t tag;
+      const unsigned char* q = getVarint(record, c.end, tag);
+      if (q == nullptr) [[unlikely]]
+        return fail(record, record == c.end ? "truncated: the trace ends without its end record" : "truncated record");
+      const std::uint64_t time = c.time + (tag >> kOpBits);
+      if (time < c.time) [[unlikely]] return fail(record, "time overflows 64 bits");
+      c.time = time;
+      const Op op = static_cast<Op>(tag & ((1u << kOpBits) - 1));
+      std::uint64_t a, b;
+      if (op == Op::Free) [[likely]] {
+        if ((q = getVarint(q, c.end, b)) == nullptr) [[unlikely]] return fail(record, "truncated record");
+        if (!kThreadKnown && !c.threadKnown) [[unlikely]] return fail(record, "operation before any thread record");
+        if (!release<Liveness>(c, record, b, "free")) [[unlikely]] return false;
+        put(out, op, c.nextId - 1 - b, 0, 0, time, c.thread);
+        ++c.events;
+        c.p = q;
+        return true;
+      }
+      if (op <= Op::Calloc) [[likely]] {
+        if ((q = getVarint(q, c.end, a)) == nullptr) [[unlikely]] return fail(record, "truncated record");
+        if (!kThreadKnown && !c.threadKnown) [[unlikely]] return fail(record, "operation before any thread record");
+        b = 0;
+      } else if (op == Op::Realloc) {
+        if ((q = getVarint(q, c.end, b)) == nullptr || (q = getVarint(q, c.end, a)) == nullptr)
+          return fail(record, "truncated record");
+        if (!kThreadKnown && !c.threadKnown) return fail(record, "operation before any thread record");
+        if (!release<Liveness>(c, record, b, "realloc")) return false;
+        b = c.nextId - 1 - b;
+      } else if (op == Op::Aligned) {
+        if ((q = getVarint(q, c.end, b)) == nullptr || (q = getVarint(q, c.end, a)) == nullptr)
+          return fail(record, "truncated record");
+        if (!kThreadKnown && !c.threadKnown) return fail(record, "operation before any thread record");
+        if (b > kMaxAlignmentLog2) return failAlignment(record, b);
+        b = std::uint64_t{1} << b;
+      } else if (op == Op::Thread) {
+        ThreadRecord thread = threadRecord(record, q, c.end);
+        if (thread.next == nullptr) return false;
+        c.thread = thread.index;
+        c.threadKnown = true;
+        c.p = thread.next;
+        continue;
+      } else if (op == Op::End) {
+        if ((q = getVarint(q, c.end, a)) == nullptr) return fail(record, "truncated record");
+        if (a != c.events) return failEndCount(record, a, c.events);
+        if (q != c.end) return failTrailing(q);
+        c.p = q;
+        done_ = true;
+        return false;
+      } else {
+        return failKind(record, static_cast<unsigned>(op));
+      }
+      // An allocation: a holds its size, b its alignment or old object; the next object id.
+      if (a > kMaxObjectBytes) [[unlikely]] return failSize(record, a);
+      const std::uint64_t id = c.nextId++;
+      if (Liveness::on(c)) {
+        if ((id >> 6) >= c.liveWords) [[unlikely]] {
+          c.live = growLive();
+          c.liveWords = live_.size();
+        }
+        c.live[id >> 6] |= std::uint64_t{1} << (id & 63);
+      }
+      put(out, op, id, a, b, time, c.thread);
+      ++c.events;
+      c.p = q;
+      return true;
+    }
+  }
+
+  // Checks the object `distance` back from the newest and ends its life.
+  template <class Liveness>
+  [[gnu::always_inline]] bool release(Cursor& c, const unsigned char* record, std::uint64_t distance, const char* what) {
+    if (distance >= c.nextId) [[unlikely]] return failUnknown(record, distance, what, c.nextId);
+    if (Liveness::on(c)) {
+      std::uint64_t id = c.nextId - 1 - distance;
+      std::uint64_t word = c.live[id >> 6];
+      if (((word >> (id & 63)) & 1) == 0) [[unlikely]] return failFreed(record, id, what);
+      c.live[id >> 6] = word & ~(std::uint64_t{1} << (id & 63));
+    }
+    return true;
+  }
+
+  [[gnu::noinline]] std::uint64_t* growLive() {
+    live_.resize(live_.empty() ? 1024 : live_.size() * 2, 0);
+    return live_.data();
+  }
+
+  // A thread record after its tag: the position after it (nullptr on an error) and the index.
+  struct ThreadRecord {
+    const unsigned char* next;
+    std::uint32_t index;
+  };
+  [[gnu::noinline]] ThreadRecord threadRecord(const unsigned char* record, const unsigned char* q, const unsigned char* end) {
+    std::uint64_t a, b;
+    if ((q = getVarint(q, end, a)) == nullptr) return {failAt(record, "truncated record"), 0};
+    if (a == osTids_.size()) {
+      if ((q = getVarint(q, end, b)) == nullptr) return {failAt(record, "truncated record"), 0};
+      osTids_.push_back(b);
+    } else if (a > osTids_.size()) {
+      failThreadOrder(record, a);
+      return {nullptr, 0};
+    }
+    return {q, static_cast<std::uint32_t>(a)};
+  }
+
   void readHeader() {
-    if (end_ - p_ < 4 || std::memcmp(p_, kMagic, 4) != 0) {
-      fail(p_, "not a heapkit trace (bad magic number)");
+    if (end_ - cursor_.p < 4 || std::memcmp(cursor_.p, kMagic, 4) != 0) {
+      fail(cursor_.p, "not a heapkit trace (bad magic number)");
       return;
     }
-    const unsigned char* q = p_ + 4;
+    const unsigned char* q = cursor_.p + 4;
     std::uint64_t bodyBytes;
     if ((q = getVarint(q, end_, header_.versionMajor)) == nullptr || (q = getVarint(q, end_, header_.versionMinor)) == nullptr) {
-      fail(p_ + 4, "truncated header");
+      fail(cursor_.p + 4, "truncated header");
       return;
     }
     if (header_.versionMajor != kVersionMajor) {
-      fail(p_ + 4, "unsupported trace format version " + std::to_string(header_.versionMajor) + "." +
+      fail(cursor_.p + 4, "unsupported trace format version " + std::to_string(header_.versionMajor) + "." +
                        std::to_string(header_.versionMinor) + " (this reader reads version " +
                        std::to_string(kVersionMajor) + ".x)");
       return;
@@ -169,7 +261,7 @@ class TraceDecoder {
       fail(lengthAt, "corrupt header");
       return;
     }
-    p_ = bodyEnd;  // later minor versions append fields this reader skips
+    cursor_.p = bodyEnd;  // later minor versions append fields this reader skips
   }
 
   static const unsigned char* getString(const unsigned char* p, const unsigned char* end, std::string& out) {
@@ -179,23 +271,11 @@ class TraceDecoder {
     return p + n;
   }
 
-  // Resolves a distance back to an object id and ends that object's life.
-  bool release(const unsigned char* record, std::uint64_t distance, const char* what, std::uint64_t& id) {
-    if (distance >= nextId_) [[unlikely]] return failUnknown(record, distance, what);
-    id = nextId_ - 1 - distance;
-    if (checkLiveness_) {
-      std::uint64_t& word = live_[id >> 6];
-      std::uint64_t bit = std::uint64_t{1} << (id & 63);
-      if ((word & bit) == 0) [[unlikely]] return failFreed(record, id, what);
-      word &= ~bit;
-    }
-    return true;
-  }
-
   // The messages, built out of line: next() stays small enough to inline into a loop.
-  [[gnu::cold, gnu::noinline]] bool failUnknown(const unsigned char* record, std::uint64_t distance, const char* what) {
+  [[gnu::cold, gnu::noinline]] bool failUnknown(const unsigned char* record, std::uint64_t distance, const char* what,
+                                                std::uint64_t objects) {
     return fail(record, std::string(what) + " of an unknown object (" + std::to_string(distance) +
-                            " objects back, but only " + std::to_string(nextId_) + " were allocated)");
+                            " objects back, but only " + std::to_string(objects) + " were allocated)");
   }
   [[gnu::cold, gnu::noinline]] bool failFreed(const unsigned char* record, std::uint64_t id, const char* what) {
     return fail(record, std::string(what) + " of object " + std::to_string(id) + ", which was already freed");
@@ -210,9 +290,9 @@ class TraceDecoder {
   [[gnu::cold, gnu::noinline]] bool failThreadOrder(const unsigned char* record, std::uint64_t thread) {
     return fail(record, "thread " + std::to_string(thread) + " appears before thread " + std::to_string(osTids_.size()));
   }
-  [[gnu::cold, gnu::noinline]] bool failEndCount(const unsigned char* record, std::uint64_t counted) {
+  [[gnu::cold, gnu::noinline]] bool failEndCount(const unsigned char* record, std::uint64_t counted, std::uint64_t events) {
     return fail(record, "the end record counts " + std::to_string(counted) + " operations but the trace holds " +
-                            std::to_string(events_));
+                            std::to_string(events));
   }
   [[gnu::cold, gnu::noinline]] bool failTrailing(const unsigned char* after) {
     return fail(after, std::to_string(end_ - after) + " bytes after the end record");
@@ -222,6 +302,10 @@ class TraceDecoder {
   }
 
   [[gnu::cold, gnu::noinline]] bool fail(const unsigned char* at, const char* message) { return fail(at, std::string(message)); }
+  [[gnu::cold, gnu::noinline]] const unsigned char* failAt(const unsigned char* at, const char* message) {
+    fail(at, message);
+    return nullptr;
+  }
   [[gnu::cold, gnu::noinline]] bool fail(const unsigned char* at, const std::string& message) {
     if (!failed_) {
       failed_ = true;
@@ -232,22 +316,27 @@ class TraceDecoder {
   }
 
   const unsigned char* begin_;
-  const unsigned char* p_;
   const unsigned char* end_;
-  bool checkLiveness_;
+  Cursor cursor_;
   Header header_;
   bool failed_ = false;
   bool done_ = false;
-  bool threadKnown_ = false;
   std::string error_;
   std::uint64_t errorOffset_ = 0;
-  std::uint64_t time_ = 0;
-  std::uint64_t nextId_ = 0;
-  std::uint64_t events_ = 0;
-  std::uint32_t thread_ = 0;
   std::vector<std::uint64_t> osTids_;
   std::vector<std::uint64_t> live_;
 };
+
+// What a checking decoder says is wrong with a trace (its first error, with the offset),
+// for a reader that decoded without liveness checks and then met a free of an object that
+// was not live; "" if nothing is.
+inline std::string firstError(const unsigned char* data, std::size_t size) {
+  TraceDecoder decoder(data, size);
+  Event e;
+  while (decoder.next(e)) {
+  }
+  return decoder.failed() ? decoder.error() : std::string();
+}
 
 // A read-only mapping of a whole file (empty files included).
 class MappedFile {

@@ -1,6 +1,6 @@
 // TraceWriter: encodes memory operations into the heapkit trace format as they happen.
 // Object ids are handed out here (the n-th allocation is object n); callers that start
-// from addresses map them with AddressMap (heapkit/trace/AddressMap.h).
+// from addresses map them with OpenAddressingMap (heapkit/trace/OpenAddressingMap.h).
 //
 //   TraceWriter out(file);               // any std::FILE*, or a std::string via TraceWriter(&s)
 //   out.begin(header);
