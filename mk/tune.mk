@@ -1,5 +1,5 @@
 # heapkit tune on real programs not written in this project (CPython, SQLite, jq, GCC, Perl,
-# Tcl, git), on inputs the script generates, each tuned with tune's default budget (up to
+# Node.js, git), on inputs the script generates, each tuned with tune's default budget (up to
 # ten minutes each on a 2-core machine): the recommendation, whether a peer measured in the
 # same run dominates it, and how far the designs the search found are from beating every
 # peer. Writes the "## heapkit tune on real programs" section of docs/benchmarks.md; the

@@ -114,16 +114,15 @@ def _perl(d: Path) -> None:
         "print scalar(keys %h), \" $n \", join(\",\", map { \"$_:$c{$_}\" } sort { $a <=> $b } keys %c), \"\\n\";\n")
 
 
-def _tcl(d: Path) -> None:
-    (d / "work.tcl").write_text(
-        "set d [dict create]\n"
-        "for {set i 0} {$i < 400000} {incr i} { dict lappend d [expr {$i % 5003}] [format \"item-%d\" $i] }\n"
-        "set total 0\n"
-        "dict for {k v} $d { incr total [llength [lsort $v]] }\n"
-        "set s [string repeat \"abc def \" 200000]\n"
-        "set l [split $s \" \"]\n"
-        "set m [lsort -unique $l]\n"
-        "puts \"$total [llength $l] [llength $m]\"\n")
+def _node(d: Path) -> None:
+    (d / "work.js").write_text(
+        "const a = [];\n"
+        "for (let i = 0; i < 150000; i++) a.push({k: 'key' + i, v: [i, i * 2, String(i)], s: 'x'.repeat(i % 40)});\n"
+        "const s = JSON.stringify(a);\n"
+        "const b = JSON.parse(s);\n"
+        "const m = new Map(); for (const o of b) m.set(o.k, o.v.length + o.s.length);\n"
+        "let t = 0; for (const v of m.values()) t += v;\n"
+        "console.log(s.length, m.size, t);\n")
 
 
 def _git(d: Path) -> None:
@@ -166,8 +165,7 @@ PROGRAMS = [
             ["g++", "-O0", "-c", "work.cpp", "-o", "work.o"], _cpp),
     Program("perl", "Perl: a hash of 150,000 keys grown by string appends, a sort, a regex count", ["perl", "work.pl"],
             _perl),
-    Program("tclsh", "Tcl: a dict of lists (400,000 items), lsort, split of a 1.6 MB string", ["tclsh", "work.tcl"],
-            _tcl),
+    Program("node", "Node.js: 150,000 objects, a JSON round trip, a Map", ["node", "work.js"], _node),
     Program("git", "git log -p over 1,000 commits of 60 files", ["git", "-C", "repo", "log", "-p", "--no-color"], _git),
 ]
 

@@ -553,29 +553,34 @@ def _seconds(s: float) -> str:
 
 
 def _race_table(title: str, race, recommended: str | None) -> Table:
-    """A race's standings: medians with their spread, ratios to the reference, verdicts."""
+    """A race's standings, narrow enough for 80 columns: medians with their spread, paired
+    ratios to the reference, verdicts."""
+    from rich import box
+
     front = {s.name for s in race.front()}
     reference = race.reference or ("glibc" if "glibc" in race.names else None)
-    table = Table(title=escape(title), title_justify="left")
-    for column in ("allocator", "kind", "CPU time", "min–max", "peak RSS", "× time", "× RSS", "runs", "verdict"):
-        table.add_column(column, justify="left" if column in ("allocator", "kind", "verdict") else "right",
-                         no_wrap=column != "verdict")
+    table = Table(title=escape(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("allocator", "CPU time (min–max)", "peak RSS", "× time", "× RSS", "verdict"):
+        table.add_column(column, justify="left" if column in ("allocator", "verdict") else "right",
+                         no_wrap=column not in ("allocator", "verdict"))
     for s in sorted(race.standings, key=lambda s: (s.name != recommended, s.name not in front, s.cpu_seconds)):
         if not s.runs():
             continue
         low, high = s.spread("cpu_seconds")
+        unit, scale = ("ms", 1e3) if high < 10 else ("s", 1)
         ratios = [f"{race.compare(s.name, reference, a).ratio:.3f}" if s.name != reference else "1"
                   for a in ("cpu_seconds", "peak_rss")] if reference else ["-", "-"]
         if s.disqualified:
             verdict = f"[red]{escape(s.disqualified)}[/red]"
         elif s.name in front:
-            verdict = "[bold green]front[/bold green]" + (" ★" if s.name == recommended else "")
+            verdict = "[bold green]front[/bold green]" + (" ★ recommended" if s.name == recommended else "")
         else:
             verdict = escape(s.eliminated or "dominated by " + ", ".join(race.dominated_by(s.name)))
-        table.add_row(escape(s.name), s.kind, _seconds(s.cpu_seconds), f"{low * 1e3:.0f}–{high * 1e3:.0f} ms",
-                      _bytes(s.peak_rss), *ratios, str(len(s.runs())), verdict)
-    if reference:
-        table.caption = escape(f"× time, × RSS: median of the paired ratios to {reference}'s runs")
+        name = f"[bold]{escape(s.name)}[/bold]" if s.kind == "design" else escape(s.name)
+        table.add_row(name, f"{s.cpu_seconds * scale:.0f} ({low * scale:.0f}–{high * scale:.0f}) {unit}",
+                      _bytes(s.peak_rss), *ratios, verdict)
+    table.caption = escape("bold: designs built for this program" + (
+        f"; × time, × RSS: medians of the paired ratios to {reference}'s runs" if reference else ""))
     return table
 
 

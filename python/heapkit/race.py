@@ -482,13 +482,15 @@ def program_measure(command: Sequence[str], *, cwd: Optional[str | Path] = None,
 
 def replay_measure(trace: str | Path, touch: bool = True) -> Measure:
     """Measures ``heapkit-replay TRACE`` under each contender's library: the replayer's
-    process CPU time (decoding the trace, the same for every allocator, included) and the
-    peak resident set the replayer reports for its replay."""
+    process CPU time (decoding the trace, the same for every allocator, included) and, as
+    the memory axis, the growth of its resident set during the replay (its peak minus the
+    resident set before it: the allocator's footprint, every page of every object touched,
+    without the decoded trace that would otherwise dwarf it)."""
     from heapkit.replay import replay_once
 
     def measure(contender: Contender) -> Sample:
         run = replay_once(trace, contender.library, touch=touch)
-        return Sample(run.cpu_seconds, run.peak_rss_bytes, run.seconds, 0, "")
+        return Sample(run.cpu_seconds, run.footprint_bytes, run.seconds, 0, "")
 
     return measure
 

@@ -262,10 +262,14 @@ def tune(command: Sequence[str], out_dir: str | Path, settings: TuneSettings = T
         say("record", "running the program under the recorder")
         folder = out / "processes"
         shutil.rmtree(folder, ignore_errors=True)
-        result = heapkit.record(command, folder / "trace.hkt")
+        folder.mkdir(parents=True)
+        # The program's own output is kept beside its traces, not mixed with tune's.
+        with open(folder / "stdout", "wb") as stdout, open(folder / "stderr", "wb") as stderr:
+            result = heapkit.record(command, folder / "trace.hkt", stdout=stdout, stderr=stderr)
         if result.returncode != 0:
-            raise TuneError(f"the program exited with status {result.returncode} while recorded: tune needs a run "
-                            "that succeeds")
+            said = (folder / "stderr").read_text(errors="replace").strip().splitlines()
+            raise TuneError(f"the program exited with status {result.returncode} while recorded"
+                            + (f" ({said[-1][:200]})" if said else "") + ": tune needs a run that succeeds")
         _save(out / "processes.json", [t.to_dict() for t in result.traces])
     stage("record", record)
 
@@ -470,14 +474,15 @@ def tune_report(out_dir: str | Path, prefer: str = "balanced") -> rp.Report:
     if trace:
         trace_race = hr.RaceResult.from_dict(trace)
         note = (f"heapkit-replay of the trace with each allocator preloaded (one thread, trace order), "
-                f"{trace_race.rounds} rounds; the replayer's CPU time (decoding included) and peak RSS. The designs "
-                "on this front go on to the race on the program.")
+                f"{trace_race.rounds} rounds; the replayer's CPU time (decoding the trace included) and the growth "
+                "of its resident set during the replay (every page of every object touched). The designs on this "
+                "front go on to the race on the program.")
         if program:
             rho = agreement(trace_race, hr.RaceResult.from_dict(program))
             if not math.isnan(rho):
                 note += f" The trace ranked the allocators' times as the program did with Spearman ρ = {rho:.2f}."
         report.trace = _measured_set(trace_race, "trace", "The race on the trace", note, built, None,
-                                     "replay CPU time", "replay peak RSS")
+                                     "replay CPU time", "replay footprint")
     report.profile = _load(out / "profile.json")
     front_path = out / "search" / "front.json"
     if front_path.exists():
