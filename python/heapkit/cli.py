@@ -16,6 +16,7 @@ from rich.text import Text
 
 import heapkit
 from heapkit import convert as _convert
+from heapkit.race import DEFAULT_PEERS
 from heapkit.replay import ALLOCATORS, ReplayError
 from heapkit.simulator import load_energy_model
 
@@ -613,8 +614,8 @@ def _race_table(title: str, race, recommended: str | None) -> Table:
               help="Seconds for the race on the program (the rounds of its first look always run).")
 @click.option("--trace-budget", type=click.FloatRange(min=0), default=90, show_default=True,
               help="Seconds for the race on the trace.")
-@click.option("--peers", default=",".join(("glibc", "jemalloc", "mimalloc", "tcmalloc", "heapkit", "lea")),
-              show_default=True, help="The allocators off the shelf to race (those installed).")
+@click.option("--peers", default=",".join(DEFAULT_PEERS), show_default=True,
+              help="The allocators off the shelf to race (those installed; glibc always).")
 @click.option("--cache", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("-j", "--threads", type=click.IntRange(min=1), default=None)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)

@@ -502,13 +502,19 @@ def peer_library(name: str) -> Optional[Path]:
     return resolve_allocator(name)
 
 
+#: The allocators off the shelf heapkit tune races: glibc, the Debian packages of jemalloc,
+#: mimalloc and tcmalloc, and heapkit's own libheapkit.so and libheapkit-lea.so.
+DEFAULT_PEERS = ("glibc", "jemalloc", "mimalloc", "tcmalloc", "heapkit", "lea")
+
+
 def available_peers(names: Sequence[str]) -> tuple[list[Contender], list[str]]:
-    """The peers among ``names`` installed here, and those missing."""
+    """The peers among ``names`` installed here, and those missing. An unknown name is a
+    ValueError naming the known ones."""
     found, missing = [], []
     for name in names:
         try:
             found.append(Contender(name, peer_library(name), "peer"))
-        except (FileNotFoundError, ValueError):
+        except FileNotFoundError:
             missing.append(name)
     return found, missing
 
@@ -538,6 +544,6 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     return num / den if den else math.nan
 
 
-__all__ = ["AXES", "Comparison", "Contender", "Measure", "RaceError", "RaceResult", "RaceSettings", "Sample",
+__all__ = ["AXES", "Comparison", "Contender", "DEFAULT_PEERS", "Measure", "RaceError", "RaceResult", "RaceSettings", "Sample",
            "Standing", "available_peers", "compare_samples", "median_interval", "peer_library", "preload_env",
            "program_measure", "race", "replay_measure", "run_measured", "spearman"]

@@ -80,6 +80,7 @@ def record(
     keep_spool: str | PathLike | None = None,
     on_merge: Optional[Callable[[int, int], None]] = None,
     env: Optional[dict[str, str]] = None,
+    stdin=None,
     stdout=None,
     stderr=None,
 ) -> RecordResult:
@@ -91,8 +92,8 @@ def record(
     exec) leave no trace. Calls made before the recorder initialised (by the dynamic linker) are not in the
     trace; frees of them are counted as ``unknown_frees``. If the program crashes, what it
     had recorded up to the crash is still merged. ``keep_spool`` names a directory to
-    keep the raw spools in. ``on_merge(done, total)`` reports merging progress. ``stdout``
-    and ``stderr`` go to ``subprocess.Popen`` (default: this process's).
+    keep the raw spools in. ``on_merge(done, total)`` reports merging progress. ``stdin``,
+    ``stdout`` and ``stderr`` go to ``subprocess.Popen`` (default: this process's).
     """
     if not command:
         raise ValueError("no command to record")
@@ -106,7 +107,7 @@ def record(
             preload += ":" + run_env["LD_PRELOAD"]
         run_env["LD_PRELOAD"] = preload
         run_env["HEAPKIT_RECORD_DIR"] = str(spool_dir)
-        process = subprocess.Popen(list(command), env=run_env, stdout=stdout, stderr=stderr)
+        process = subprocess.Popen(list(command), env=run_env, stdin=stdin, stdout=stdout, stderr=stderr)
         try:
             returncode = process.wait()
         except KeyboardInterrupt:

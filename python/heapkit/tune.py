@@ -8,8 +8,9 @@ redoes only what depends on it):
 2. ``select``: the trace to tune on (``trace.hkt``): by default the busiest process of
    the program (executable) that made the most malloc-family calls; ``process`` names
    another program or a pid, ``merge`` takes every process of that program in turn;
-3. ``profile``, ``presets``: the trace's statistics and the presets simulated on it;
-4. ``search``: the design space searched on the trace (``search/``, resumable);
+3. ``profile``: the trace's statistics;
+4. ``search``: the design space searched on the trace (``search/``, resumable; the presets
+   it evaluates beside the search are kept in its front.json);
 5. ``build``: designs of the front (the best balance of work and footprint, the least
    footprint, the least work, then spread along the front) and the presets worth building
    (LEA, and any preset on the front) are built (``designs/NAME/``) and the built heap's
@@ -33,6 +34,7 @@ import json
 import math
 import os
 import shutil
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -47,12 +49,12 @@ from heapkit.designs import Front, FrontDesign, find_designs
 from heapkit.record import RecordedTrace, Selection, select_process
 from heapkit.recommend import PREFERENCES, Recommendation, recommend
 
-PEERS = ("glibc", "jemalloc", "mimalloc", "tcmalloc", "heapkit", "lea")
+PEERS = hr.DEFAULT_PEERS
 PEER_NAMES = {"glibc": "glibc", "jemalloc": "jemalloc", "mimalloc": "mimalloc", "tcmalloc": "tcmalloc",
               "heapkit": "libheapkit.so", "lea": "libheapkit-lea.so"}
 #: Presets built and raced whatever the search found: heapkit's best general-purpose design.
 PRESETS_TO_BUILD = ("LEA",)
-STAGES = ("record", "select", "profile", "presets", "search", "build", "race-trace", "race-program")
+STAGES = ("record", "select", "profile", "search", "build", "race-trace", "race-program")
 STATE = "state.json"
 
 
@@ -230,6 +232,10 @@ def tune(command: Sequence[str], out_dir: str | Path, settings: TuneSettings = T
         raise TuneError("no command to tune: heapkit tune -- CMD ARGS")
     if settings.prefer not in PREFERENCES:
         raise TuneError(f"unknown preference {settings.prefer!r}: choose from {', '.join(PREFERENCES)}")
+    try:
+        peers, missing = hr.available_peers(settings.peers)  # an unknown name fails now, not after the search
+    except ValueError as error:
+        raise TuneError(str(error)) from None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     state_path = out / STATE
@@ -264,8 +270,10 @@ def tune(command: Sequence[str], out_dir: str | Path, settings: TuneSettings = T
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
         # The program's own output is kept beside its traces, not mixed with tune's.
+        # Its standard input is empty, as in every run of the races.
         with open(folder / "stdout", "wb") as stdout, open(folder / "stderr", "wb") as stderr:
-            result = heapkit.record(command, folder / "trace.hkt", stdout=stdout, stderr=stderr)
+            result = heapkit.record(command, folder / "trace.hkt", stdin=subprocess.DEVNULL, stdout=stdout,
+                                    stderr=stderr)
         if result.returncode != 0:
             said = (folder / "stderr").read_text(errors="replace").strip().splitlines()
             raise TuneError(f"the program exited with status {result.returncode} while recorded"
@@ -292,12 +300,6 @@ def tune(command: Sequence[str], out_dir: str | Path, settings: TuneSettings = T
         _save(out / "profile.json", heapkit.stats(trace).to_dict())
     stage("profile", profile)
 
-    def presets() -> None:
-        say("presets", "simulating the presets")
-        results = heapkit.simulate(trace, heapkit.PRESETS, threads=threads)
-        _save(out / "presets.json", [dict(r.to_dict(), name=r.name) for r in results])
-    stage("presets", presets)
-
     def search() -> None:
         # An interrupted search of these settings resumes from its checkpoint; any other starts afresh.
         resume = state["settings"].get("search-started") == settings.for_stage("search") and \
@@ -320,7 +322,7 @@ def tune(command: Sequence[str], out_dir: str | Path, settings: TuneSettings = T
 
     def build() -> None:
         front = Front.load(out / "search")
-        presets_figures = {p["name"]: p for p in _load(out / "presets.json")}
+        presets_figures = {name: p.metrics for name, p in front.presets.items() if _usable(p.metrics)}
         wanted: list[tuple[str, str, Path, dict]] = []
         for d in pick_candidates(front, settings.designs):
             origin = "preset" if d.name in heapkit.PRESETS else "search"
@@ -356,7 +358,6 @@ def tune(command: Sequence[str], out_dir: str | Path, settings: TuneSettings = T
         _save(out / "designs.json", {"designs": [d.to_dict() for d in built], "timeline": timeline})
     stage("build", build)
     designs = [BuiltDesign.from_dict(d) for d in _load(out / "designs.json")["designs"]]
-    peers, missing = hr.available_peers(settings.peers)
 
     def announce(where: str) -> Callable[[int, hr.RaceResult], None]:
         def on_round(n: int, result: hr.RaceResult) -> None:
@@ -490,13 +491,18 @@ def tune_report(out_dir: str | Path, prefer: str = "balanced") -> rp.Report:
         report.designs = [rp.design_point(d.name, "chosen" if d.name in built else "front", d.metrics,
                                           show_map=d.name in built) for d in front.designs]
         report.history = front.history
-    shown = {d.name for d in report.designs}
-    for p in _load(out / "presets.json") or []:
-        if p["name"] not in shown:
-            report.designs.append(rp.design_point(p["name"], "chosen" if p["name"] in built else "preset", p,
-                                                  show_map=p["name"] in built))
+        shown = {d.name for d in report.designs}
+        for name, p in front.presets.items():
+            if name not in shown and _usable(p.metrics):
+                report.designs.append(rp.design_point(name, "chosen" if name in built else "preset", p.metrics,
+                                                      show_map=name in built))
     report.timeline = (_load(out / "designs.json") or {}).get("timeline", {})
     return report
+
+
+def _usable(metrics: dict) -> bool:
+    """A simulation that ran the whole trace (not abandoned as too slow, no failed request)."""
+    return not metrics.get("abandoned") and not metrics.get("failed")
 
 
 def write_tune_report(out_dir: str | Path, prefer: str = "balanced") -> Path:

@@ -242,12 +242,12 @@ def test_an_interrupted_tune_continues_where_it_stopped(programs, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         ht.tune(command, out, settings, cache=tmp_path / "c.sqlite", progress=interrupt_at_build)
     state = json.loads((out / "state.json").read_text())
-    assert set(state["done"]) == {"record", "select", "profile", "presets", "search"}
+    assert set(state["done"]) == {"record", "select", "profile", "search"}
     seen.clear()
     result = ht.tune(command, out, settings, cache=tmp_path / "c.sqlite",
                      progress=lambda stage, message: seen.append((stage, message)))
     kept = {stage for stage, message in seen if message == "done before: kept"}
-    assert kept == {"record", "select", "profile", "presets", "search"}
+    assert kept == {"record", "select", "profile", "search"}
     assert result.report.exists() and all(d.footprint_matches for d in result.designs)
     # Another preference redoes nothing; more designs redo the build and what follows it.
     seen.clear()
