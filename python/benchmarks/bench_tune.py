@@ -56,7 +56,7 @@ def _python(d: Path) -> None:
     (d / "work.py").write_text(
         "import json, random\n"
         "r = random.Random(1)\n"
-        "d = {f'k{i}': [r.random() for _ in range(r.randrange(8))] for i in range(60000)}\n"
+        "d = {f'k{i}': [r.random() for _ in range(r.randrange(8))] for i in range(30000)}\n"
         "s = json.dumps(d)\n"
         "e = json.loads(s)\n"
         "words = sorted(set(s.split(',')))\n"
@@ -155,7 +155,7 @@ def _git(d: Path) -> None:
 
 
 PROGRAMS = [
-    Program("python", "CPython with PYTHONMALLOC=malloc: a dict of 60,000 lists, a JSON round trip, a sort",
+    Program("python", "CPython with PYTHONMALLOC=malloc: a dict of 30,000 lists, a JSON round trip, a sort",
             ["/usr/bin/env", "PYTHONMALLOC=malloc", "/usr/bin/python3", "work.py"], _python),
     Program("sqlite3", "SQLite: 150,000 rows inserted, two indexes, group-by and self-join queries",
             ["sqlite3", ":memory:", ".read work.sql"], _sqlite),

@@ -599,8 +599,9 @@ def _race_table(title: str, race, recommended: str | None) -> Table:
 @click.option("--generations", type=click.IntRange(min=1), default=12, show_default=True)
 @click.option("--objectives", default="work,footprint,energy", show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
-@click.option("--sample", type=click.IntRange(min=1000), default=None,
-              help="Search on the trace's first N operations, then confirm the front on the whole trace.")
+@click.option("--sample", type=click.IntRange(min=0), default=None,
+              help="Search on the trace's first N operations, then confirm the front on the whole trace; 0: search "
+                   "on the whole trace [default: the first 1,000,000 of a trace of 2,000,000 or more].")
 @click.option("--designs", type=click.IntRange(min=0, max=12), default=4, show_default=True,
               help="Designs of the simulated front to build (LEA is built too).")
 @click.option("--finalists", type=click.IntRange(min=0, max=8), default=3, show_default=True,

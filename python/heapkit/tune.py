@@ -10,7 +10,8 @@ redoes only what depends on it):
    another program or a pid, ``merge`` takes every process of that program in turn;
 3. ``profile``: the trace's statistics;
 4. ``search``: the design space searched on the trace (``search/``, resumable; the presets
-   it evaluates beside the search are kept in its front.json);
+   it evaluates beside the search are kept in its front.json); on a trace of more than
+   two million operations, on its first million, the front then confirmed on the whole;
 5. ``build``: designs of the front (the best balance of work and footprint, the least
    footprint, the least work, then spread along the front) and the presets worth building
    (LEA, and any preset on the front) are built (``designs/NAME/``) and the built heap's
@@ -52,6 +53,10 @@ from heapkit.recommend import PREFERENCES, Recommendation, recommend
 PEERS = hr.DEFAULT_PEERS
 PEER_NAMES = {"glibc": "glibc", "jemalloc": "jemalloc", "mimalloc": "mimalloc", "tcmalloc": "tcmalloc",
               "heapkit": "libheapkit.so", "lea": "libheapkit-lea.so"}
+#: By default the search runs on this many operations of a longer trace (twice as many or
+#: more), and confirms its front on the whole trace: its time grows with the trace's length,
+#: the races' does not.
+SAMPLE_OPERATIONS = 1_000_000
 #: Presets built and raced whatever the search found: heapkit's best general-purpose design.
 PRESETS_TO_BUILD = ("LEA",)
 STAGES = ("record", "select", "profile", "search", "build", "race-trace", "race-program")
@@ -72,7 +77,9 @@ class TuneSettings:
     finalists: int = 3  # designs raced on the program itself
     process: Optional[str] = None  # the program (or pid) to tune on; default: the busiest
     merge: bool = False  # every process of that program, one after the other
-    sample: Optional[int] = None  # search on the trace's first N operations, confirm on all
+    # Search on the trace's first N operations, then confirm the front on the whole trace;
+    # None: the first SAMPLE_OPERATIONS of a trace longer than twice that; 0: the whole trace.
+    sample: Optional[int] = None
     min_rounds: int = 8  # the races' first look (heapkit.race.RaceSettings)
     max_rounds: int = 20
     trace_budget: float = 90.0  # seconds for the race on the trace
@@ -312,7 +319,13 @@ def tune(command: Sequence[str], out_dir: str | Path, settings: TuneSettings = T
         def generation(h: dict) -> None:
             say("search", f"generation {h['generation']}/{settings.generations}: front {h['front']}, "
                           f"{h['evaluations']} simulations, {h['cache_hits']} cache hits")
-        _, result = find_designs(trace, out / "search", objectives=settings.objectives, sample=settings.sample,
+        sample = settings.sample
+        if sample is None:
+            sample = SAMPLE_OPERATIONS if selection.events >= 2 * SAMPLE_OPERATIONS else 0
+        if sample:
+            say("search", f"searching on the first {sample:,} of {selection.events:,} operations, then confirming "
+                          "the front on all of them")
+        _, result = find_designs(trace, out / "search", objectives=settings.objectives, sample=sample or None,
                                  population=settings.population, generations=settings.generations, seed=settings.seed,
                                  resume=resume, cache=cache, threads=threads,
                                  progress=generation)

@@ -106,8 +106,10 @@ def test_a_run_that_differs_from_the_reference_is_disqualified():
 def test_a_race_separates_a_slowed_malloc_from_glibc_and_ties_glibc_with_itself(programs, slow_malloc):
     measure = hr.program_measure([str(programs["churn"]), "60000"])
     contenders = [hr.Contender("glibc"), hr.Contender("glibc-again"), hr.Contender("slowed", slow_malloc)]
-    # A margin wide enough for a machine other engineers share: the slowed malloc is far beyond it.
-    settings = hr.RaceSettings(min_rounds=6, max_rounds=16, time_margin=0.08, rss_margin=0.02)
+    # A margin wide enough for a machine other engineers share (the slowed malloc is far
+    # beyond it), and a confidence that makes a false separation of the twins a 1-in-1000
+    # event rather than the race's default 1 in 20 (this test must not flake).
+    settings = hr.RaceSettings(min_rounds=6, max_rounds=16, time_margin=0.08, rss_margin=0.02, confidence=0.999)
     result = hr.race(contenders, measure, settings, reference="glibc")
     slowed = result.compare("slowed", "glibc", "cpu_seconds")
     assert slowed.outcome == "greater" and slowed.ratio > 1.2, slowed

@@ -237,12 +237,14 @@ def test_an_interrupted_tune_continues_where_it_stopped(programs, tmp_path):
         if stage == "build":
             raise KeyboardInterrupt
 
+    # sample: the search on the first 2,000 operations, its front confirmed on the whole trace
     settings = ht.TuneSettings(population=8, generations=1, designs=1, finalists=1, min_rounds=6, max_rounds=6,
-                               peers=("glibc",))
+                               peers=("glibc",), sample=2000)
     with pytest.raises(KeyboardInterrupt):
         ht.tune(command, out, settings, cache=tmp_path / "c.sqlite", progress=interrupt_at_build)
     state = json.loads((out / "state.json").read_text())
     assert set(state["done"]) == {"record", "select", "profile", "search"}
+    assert heapkit.stats(out / "search" / "sample-2000.hkt").events == 2000
     seen.clear()
     result = ht.tune(command, out, settings, cache=tmp_path / "c.sqlite",
                      progress=lambda stage, message: seen.append((stage, message)))
