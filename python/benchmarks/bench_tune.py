@@ -228,13 +228,14 @@ def render(outcomes: list[Outcome], settings: ht.TuneSettings, args) -> str:
     lines = [f"## {SECTION}", "",
              "Command: `make bench-tune` (`python python/benchmarks/bench_tune.py docs/benchmarks.md`; one program: "
              "`--only NAME`). Each program is tuned by `heapkit tune` with its default budget (search: population "
-             f"{settings.population}, {settings.generations} generations; up to {settings.designs} designs of the "
+             f"{settings.population}, {settings.generations} generations, on the first million operations of a trace of "
+             f"two million or more; up to {settings.designs} designs of the "
              f"front and LEA built; races of {settings.looks_text()}, {settings.trace_budget:.0f} s on the trace and "
              f"{settings.program_budget:.0f} s on the program at most), on inputs the script generates, on this "
              f"{cores}-core machine shared with other engineers (load {load:.1f} when the section was written; "
              f"{platform.platform(terse=True)}). Times are CPU time (user + system) of the whole command, peak RSS "
              "that of its largest process; ratios are medians of paired runs in the same race. The reports are in "
-             f"`{args.workdir}/NAME/tune/report.html`.", ""]
+             f"`{args.shown_workdir}/NAME/tune/report.html`.", ""]
     lines += ["| program | what it runs | tuned on | glibc CPU time | recommended (balanced) | time, RSS / glibc | "
               "dominated by a peer? | searched design on the front, beating every peer on one axis (within 2% on the "
               "other) | best searched design: time / fastest peer, RSS / lowest peer | tune's wall time |",
@@ -310,6 +311,7 @@ def main() -> None:
     missing = [p.name for p in chosen if shutil.which(p.command[0]) is None]
     if missing:
         sys.exit(f"not installed: {', '.join(missing)}")
+    args.shown_workdir = args.workdir
     args.workdir = args.workdir.resolve()
     outcomes = []
     home = Path.cwd()
