@@ -16,14 +16,16 @@ configure: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEAPKIT_BUILD_TESTS=ON -DHEAPKIT_BUILD_BENCH=ON
 
 # The tour (layers composed and measured against glibc), then the main job: heapkit tune
-# takes a program of this project (the boxed-sim-like workload) to its own allocator:
-# record, simulate, search, build, verify against glibc, jemalloc, mimalloc and heapkit's
-# libraries, and a report. TUNE_ARGS sets the search budget.
-TUNE_ARGS ?= --population 40 --generations 20 -n 3
+# takes a program of this project (the boxed-sim-like workload at full scale, about 0.3 s
+# of CPU time) to the allocator that suits it: record, search, build, race the designs
+# against glibc, jemalloc, mimalloc, tcmalloc and heapkit's libraries on the trace and on
+# the program, recommend a point of the measured front, write a report. A few minutes;
+# TUNE_ARGS adds tune's options (e.g. --prefer memory). Rerun: what is done is kept.
+TUNE_ARGS ?=
 demo: configure python
 	cmake --build $(BUILD) -j $(JOBS) --target heapkit-tour heapkit-workload
 	$(BUILD)/examples/heapkit-tour
-	$(VENV)/bin/heapkit tune -o $(BUILD)/tune $(TUNE_ARGS) -- $(BUILD)/bench/heapkit-workload boxedsim 4
+	$(VENV)/bin/heapkit tune -o $(BUILD)/tune $(TUNE_ARGS) -- $(BUILD)/bench/heapkit-workload boxedsim
 
 # Every test, in a release build and in an ASan+UBSan build. ASan's own malloc must return
 # NULL on impossible sizes, as glibc does, for the tests of failure paths; the heaviest

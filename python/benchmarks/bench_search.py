@@ -9,9 +9,9 @@ heapkit tune" section of docs/benchmarks.md:
   designs as the GE evaluated;
 - speed: population 60 x 100 generations on a ~1 M-event trace; evaluations/s, cache hits;
 - the emitted (compile-time) design against the run-time-configured one;
-- Ray: evaluations/s with 1 and 2 local workers;
-- heapkit tune: wall time per stage on the demo program; on the real program, the chosen
-  allocator against glibc, jemalloc and mimalloc (time and peak RSS of the program itself).
+- Ray: evaluations/s with 1 and 2 local workers.
+
+heapkit tune itself on real programs is `make bench-tune` (python/benchmarks/bench_tune.py).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from doc_section import replace_section
 import heapkit
 from heapkit import build as hb
 from heapkit import search as hs
-from heapkit import tune as ht
 from heapkit._paths import program
 from heapkit.grammar import design_from_text, generate_for_trace
 
@@ -202,13 +201,7 @@ def main() -> None:
     except Exception as error:  # noqa: BLE001 - the section says why it has no figures
         ray_rates["error"] = str(error)
 
-    # heapkit tune on the demo program and on the real program.
-    demo = ht.tune([str(args.workload), "boxedsim", "4"], tmp / "tune-demo", population=big["tune_population"],
-                   generations=big["tune_generations"], runs=args.runs, cache=tmp / "cache.sqlite")
-    real = ht.tune(REAL_PROGRAM, tmp / "tune-real", population=big["tune_population"],
-                   generations=big["tune_generations"], runs=args.runs, cache=tmp / "cache.sqlite")
-
-    section = render(args, big, rows, comparisons, speed, ray_rates, demo, real)
+    section = render(args, big, rows, comparisons, speed, ray_rates)
     if args.quick:
         print(section)
         return
@@ -217,7 +210,7 @@ def main() -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def render(args, big, rows, comparisons, speed, ray_rates, demo, real) -> str:
+def render(args, big, rows, comparisons, speed, ray_rates) -> str:
     def met(ok):
         return "**met**" if ok else "**missed**"
 
@@ -295,19 +288,8 @@ def render(args, big, rows, comparisons, speed, ray_rates, demo, real) -> str:
                   f"machine). A cluster of N cores should reach about {per_core:.1f} x N evaluations/s for designs "
                   "like these while the driver keeps up (each generation waits for its slowest task, so the "
                   "population should be several times the number of cores)."]
-    lines += ["", "### heapkit tune", "", f"Wall time per stage (`make demo`'s program, population {big['tune_population']}, "
-              f"{big['tune_generations']} generations):", "",
-              "| " + " | ".join(demo.stage_seconds) + " |", "|" + "---:|" * len(demo.stage_seconds),
-              "| " + " | ".join(f"{v:.1f} s" for v in demo.stage_seconds.values()) + " |", "",
-              "The real program (python-ast), under each allocator (medians of the program's own runs):", "",
-              "| allocator | time | peak RSS | time / glibc | RSS / glibc | same output |", "|---|---:|---:|---:|---:|---|"]
-    glibc = real.program[0]
-    for p in real.program:
-        lines.append(f"| {p['allocator']} | {p['seconds']:.3f} s | {p['peak_rss'] / 2**20:.1f} MiB | "
-                     f"{p['seconds'] / glibc['seconds']:.2f} | {p['peak_rss'] / glibc['peak_rss']:.2f} | "
-                     f"{'yes' if p['same_output'] else 'NO'} |")
-    best = real.best
-    lines += ["", f"Recommended by tune: {best['name']} ({' + '.join(a['mechanism'] for a in best['spec']['allocators'])})."]
+    lines += ["", "heapkit tune on real programs: the section [heapkit tune on real programs](#heapkit-tune-on-real-programs) "
+              "(`make bench-tune`)."]
     return "\n".join(lines) + "\n"
 
 

@@ -2,8 +2,10 @@
 
 ``emit`` writes the design as a C++ header: the heap-layers type expression of the very
 layers the simulator ran, with the spec's values as compile-time constants
-(``heapkit::StaticDmmHeap``). ``build`` compiles it, with the package's own headers and
-malloc wrapper (nothing else is needed but a C++20 compiler), into
+(``heapkit::StaticDmmHeap``). ``build`` compiles it through ``heapkit_add_allocator``
+(cmake/HeapkitAllocator.cmake, installed with the package beside its headers and malloc
+wrapper: CMake and a C++20 compiler are all it needs), as heapkit's own libraries are
+built, into
 
 - ``lib<name>.so``: a preload library (``LD_PRELOAD=./libmine.so program``);
 - ``lib<name>.a`` and ``<name>.cmake``: a static library and a CMake snippet to link the
@@ -27,11 +29,14 @@ import statistics
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING
 
 from heapkit import _core
 from heapkit._paths import PACKAGE_DIR, program
 from heapkit.dmm import Spec, SpecLike, as_spec
+
+if TYPE_CHECKING:
+    from heapkit.replay import ReplayRun
 
 INCLUDE_DIR = PACKAGE_DIR / "include"
 WRAPPER_DIR = PACKAGE_DIR / "wrapper"
@@ -71,37 +76,6 @@ def compiler() -> str:
     raise BuildError("no C++ compiler found (set CXX, or install g++)")
 
 
-_PROVIDER = """// The entry points of heapkit's malloc wrapper over the design in {header}, behind one
-// lock, as `heapkit build` compiles it into lib{name}.so and lib{name}.a.
-#include <new>
-
-#include <heapkit/threads/LockedHeap.h>
-#include <heapkit/threads/Locks.h>
-#include <heapkit/wrapper/ANSIWrapper.h>
-#include "heapkit_entry_points.h"
-#include "{header}"
-
-namespace {{
-using ProvidedHeap = heapkit::ANSIWrapper<heapkit::LockedHeap<heapkit::SpinLock, {ns}::Dmm<heapkit::RealMemory>>>;
-alignas(ProvidedHeap) alignas(64) unsigned char storage[sizeof(ProvidedHeap)];
-inline ProvidedHeap& providedHeap() {{ return *std::launder(reinterpret_cast<ProvidedHeap*>(storage)); }}
-}}  // namespace
-
-extern "C" {{
-void heapkit_ep_init(void) {{ new (storage) ProvidedHeap(); }}
-void* heapkit_ep_malloc(size_t size) {{ return providedHeap().malloc(size); }}
-void heapkit_ep_free(void* ptr) {{ providedHeap().free(ptr); }}
-void* heapkit_ep_memalign(size_t alignment, size_t size) {{ return providedHeap().memalign(alignment, size); }}
-size_t heapkit_ep_usable_size(void* ptr) {{ return providedHeap().getSize(ptr); }}
-void* heapkit_ep_realloc(void* ptr, size_t size) {{ return providedHeap().realloc(ptr, size); }}
-void heapkit_ep_fork_prepare(void) {{ heapkit::forkhooks::prepare(providedHeap()); }}
-void heapkit_ep_fork_parent(void) {{ heapkit::forkhooks::parent(providedHeap()); }}
-void heapkit_ep_fork_child(void) {{ heapkit::forkhooks::child(providedHeap()); }}
-}}
-
-#include "wrapper.cpp"
-"""
-
 _VERIFIER = """// heapkit-replay's measurement (heapkit-replay/TimedReplay.h: the trace loop the simulator
 // uses, timed) over the design in {header}, called directly: `heapkit build` runs it to
 // check the built design against the simulator.
@@ -130,6 +104,33 @@ int main(int argc, char** argv) {{
   printReplay(input, measured, touchMemory, "\\"{name}-verify\\"", heldJson(heap));
   return 0;
 }}
+"""
+
+# The build: heapkit_add_allocator() (cmake/HeapkitAllocator.cmake, installed with the
+# package) makes the preload library exactly as it makes heapkit's own (the malloc wrapper,
+# HardenedHeap's checks on free, no C++ runtime loaded into the program); its object
+# library also makes the static one; the verifier is the replayer's loop over the design.
+_PROJECT = """cmake_minimum_required(VERSION 3.20)
+project(heapkit_design_{ident} LANGUAGES CXX)
+set(CMAKE_CXX_STANDARD 20)
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
+add_library(heapkit INTERFACE)
+add_library(heapkit::heapkit ALIAS heapkit)
+target_include_directories(heapkit INTERFACE "{include}")
+include("{package}/HeapkitAllocator.cmake")
+# The design behind one lock, as a drop-in malloc: lib{name}.so.
+heapkit_add_allocator({name} HEAP "heapkit::LockedHeap<heapkit::SpinLock, {ns}::Dmm<heapkit::RealMemory>>"
+                      INCLUDES "heapkit/threads/LockedHeap.h" "{header}")
+target_include_directories({name}_objects PRIVATE "{design_dir}")
+target_compile_options({name}_objects PRIVATE -Wall -Wextra)
+# The same objects as a static library: lib{name}.a.
+add_library({name}_static STATIC $<TARGET_OBJECTS:{name}_objects>)
+set_target_properties({name}_static PROPERTIES OUTPUT_NAME {name})
+# The replayer's loop over the emitted heap: {name}-verify.
+add_executable({name}-verify verify.cpp)
+target_link_libraries({name}-verify PRIVATE heapkit::heapkit)
+target_include_directories({name}-verify PRIVATE "{design_dir}")
+target_compile_options({name}-verify PRIVATE -Wall -Wextra)
 """
 
 _CMAKE = """# Link the {name} allocator (built by `heapkit build` from {source}) into a program:
@@ -162,53 +163,63 @@ class BuildResult:
     verifier: Path
 
 
-def _compile(args: list[str], what: str) -> None:
-    done = subprocess.run(args, capture_output=True, text=True)
+def _run(args: list[str], what: str, cwd: Path) -> None:
+    done = subprocess.run(args, capture_output=True, text=True, cwd=cwd)
     if done.returncode != 0:
-        raise BuildError(f"compiling {what} failed:\n{' '.join(args)}\n{done.stderr.strip()}")
+        output = (done.stdout + done.stderr).strip()
+        raise BuildError(f"{what}:\n{' '.join(args)}\n{output[-4000:]}")
 
 
-def build(spec: SpecLike, output: str | Path, *, optimize: str = "-O2", extra_flags: Optional[list[str]] = None) -> BuildResult:
+def _cmake() -> str:
+    found = shutil.which("cmake")
+    if found is None:
+        raise BuildError("cmake is needed to build a design (heapkit_add_allocator): install cmake")
+    return found
+
+
+def build(spec: SpecLike, output: str | Path, *, build_type: str = "Release") -> BuildResult:
     """Builds ``output`` (``lib<name>.so``) and, beside it, ``lib<name>.a``, ``<name>.cmake``,
-    ``<name>.h`` and ``<name>-verify``. Raises BuildError with the compiler's message."""
+    ``<name>.h`` and ``<name>-verify``, through ``heapkit_add_allocator`` (CMake and a C++20
+    compiler). Raises BuildError with the compiler's message."""
     spec = as_spec(spec)
     output = Path(output).resolve()
     stem = output.name
     if stem.startswith("lib"):
         stem = stem[3:]
     stem = stem.split(".so")[0] or "design"
+    stem = re.sub(r"[^A-Za-z0-9_.+-]", "_", stem)
     out_dir = output.parent
     out_dir.mkdir(parents=True, exist_ok=True)
     ident = _identifier(stem)
     header = emit(spec, out_dir / f"{stem}.h", ident)
     work = out_dir / f".{stem}-build"
     work.mkdir(exist_ok=True)
-    provider = work / "provider.cpp"
-    provider.write_text(_PROVIDER.format(header=header.name, name=stem, ns=ident))
-    verifier_source = work / "verify.cpp"
-    verifier_source.write_text(_VERIFIER.format(header=header.name, name=stem, ns=ident))
-    cxx = compiler()
-    common = [cxx, "-std=c++20", optimize, "-Wall", "-Wextra", "-Werror", "-pthread", f"-I{INCLUDE_DIR}",
-              f"-I{WRAPPER_DIR}", f"-I{out_dir}"] + (extra_flags or [])
-    # The wrapper tests whether the provider defined its optional (weak) entry points; when
-    # it has, GCC says the test is always true.
-    # As cmake/HeapkitAllocator.cmake builds heapkit's own: no exceptions and no C++ runtime
-    # loaded into the programs the library runs under.
-    library_flags = ["-fPIC", "-fvisibility=hidden", "-fvisibility-inlines-hidden", "-fno-builtin",
-                     "-ftls-model=initial-exec", "-Wno-address", "-fno-exceptions"]
-    no_runtime = ["-static-libstdc++", "-static-libgcc", "-Wl,--exclude-libs,ALL", "-Wl,--as-needed"]
-    _compile(common + library_flags + ["-shared", str(provider), "-o", str(output)] + no_runtime, output.name)
-    obj = work / "provider.o"
-    _compile(common + library_flags + ["-c", str(provider), "-o", str(obj)], f"lib{stem}.a")
+    (work / "verify.cpp").write_text(_VERIFIER.format(header=header.name, name=stem, ns=ident))
+    (work / "CMakeLists.txt").write_text(_PROJECT.format(
+        ident=ident, name=stem, ns=ident, header=header.name, include=_cmake_path(INCLUDE_DIR),
+        package=_cmake_path(PACKAGE_DIR), design_dir=_cmake_path(out_dir)))
+    cmake = _cmake()
+    configure = [cmake, "-S", str(work), "-B", str(work / "build"), f"-DCMAKE_BUILD_TYPE={build_type}",
+                 f"-DCMAKE_CXX_COMPILER={shutil.which(compiler()) or compiler()}"]
+    if shutil.which("ninja") and not (work / "build" / "Makefile").exists():
+        configure += ["-G", "Ninja"]
+    _run(configure, f"building {output.name} failed (configuring with cmake)", work)
+    _run([cmake, "--build", str(work / "build"), "-j", str(min(os.cpu_count() or 1, 3))],
+         f"building {output.name} failed (compiling)", work)
+    built = work / "build"
+    shutil.copy2(built / f"lib{stem}.so", output)
     static = out_dir / f"lib{stem}.a"
-    static.unlink(missing_ok=True)
-    subprocess.run(["ar", "rcs", str(static), str(obj)], check=True)
-    shutil.copy(WRAPPER_DIR / "malloc_family.dynlist", out_dir / "malloc_family.dynlist")
-    cmake = out_dir / f"{stem}.cmake"
-    cmake.write_text(_CMAKE.format(name=stem, ident=ident, source=spec.source or spec.name))
+    shutil.copy2(built / f"lib{stem}.a", static)
     verifier = out_dir / f"{stem}-verify"
-    _compile(common + [str(verifier_source), "-o", str(verifier)], verifier.name)
-    return BuildResult(spec, header, output, static, cmake, verifier)
+    shutil.copy2(built / f"{stem}-verify", verifier)
+    shutil.copy(WRAPPER_DIR / "malloc_family.dynlist", out_dir / "malloc_family.dynlist")
+    cmake_snippet = out_dir / f"{stem}.cmake"
+    cmake_snippet.write_text(_CMAKE.format(name=stem, ident=ident, source=spec.source or spec.name))
+    return BuildResult(spec, header, output, static, cmake_snippet, verifier)
+
+
+def _cmake_path(path: Path) -> str:
+    return str(path).replace("\\", "/").replace('"', '\\"')
 
 
 # ---- verification --------------------------------------------------------------------------
@@ -231,11 +242,20 @@ class Verification:
         return self.configured_seconds / self.compiled_seconds if self.compiled_seconds else 0.0
 
 
-def _run_json(cmd: list[str], env: dict | None = None) -> dict:
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+def _run_replayer(cmd: list[str]) -> "ReplayRun":
+    """The verifier or the replayer, run once: its JSON line read as the replayer's."""
+    from heapkit.replay import parse_replay_output
+
+    done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise BuildError(f"{' '.join(cmd)} failed (status {done.returncode}): {done.stderr.strip()}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return parse_replay_output(done.stdout)
+
+
+def built_footprint(result: BuildResult, trace: str | Path) -> int:
+    """The built (compile-time) heap's high-water mark of bytes held, replaying ``trace``
+    once with its verifier: what the simulator predicts to the byte."""
+    return int(_run_replayer([str(result.verifier), str(trace), "--no-touch"]).heap_peak_bytes_held)
 
 
 def verify(result: BuildResult, trace: str | Path, runs: int = 3) -> Verification:
@@ -250,10 +270,11 @@ def verify(result: BuildResult, trace: str | Path, runs: int = 3) -> Verificatio
     compiled, configured = [], []
     measured = None
     for _ in range(runs):  # interleaved, so drift in the machine's load falls on both
-        data = _run_json([str(result.verifier), trace, "--no-touch"])
-        measured = data["heap_peak_bytes_held"]
-        compiled.append(data["seconds"])
-        configured.append(_run_json([str(program("heapkit-replay")), trace, "--spec", str(spec_file), "--no-touch"])["seconds"])
+        run = _run_replayer([str(result.verifier), trace, "--no-touch"])
+        measured = run.heap_peak_bytes_held
+        compiled.append(run.seconds)  # the replay loop's own time
+        configured.append(_run_replayer([str(program("heapkit-replay")), trace, "--spec", str(spec_file),
+                                         "--no-touch"]).seconds)
     preload = {}
     for name in ("glibc", str(result.shared_library)):
         r = replay(trace, name, runs=runs)
@@ -264,4 +285,4 @@ def verify(result: BuildResult, trace: str | Path, runs: int = 3) -> Verificatio
                         statistics.median(configured), preload)
 
 
-__all__ = ["BuildError", "BuildResult", "Verification", "build", "compiler", "emit", "verify"]
+__all__ = ["BuildError", "BuildResult", "Verification", "build", "built_footprint", "compiler", "emit", "verify"]

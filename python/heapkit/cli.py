@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from rich.text import Text
 
 import heapkit
 from heapkit import convert as _convert
+from heapkit.race import DEFAULT_PEERS
 from heapkit.replay import ALLOCATORS, ReplayError
 from heapkit.simulator import load_energy_model
 
@@ -115,6 +117,8 @@ def record(output: Path | None, keep_spool: Path | None, command: tuple[str, ...
         note = f" ({'; '.join(notes)})" if notes else ""
         console.print(f"{t.path}: pid {t.pid}, {t.events:,} operations, {t.threads} threads, "
                       f"{_bytes(t.bytes)}{note}", highlight=False, markup=False)
+    if not any(t.events for t in result.traces):
+        console.print("the program made no allocations: its trace is empty", highlight=False, markup=False)
     if len(shown) < len(result.traces):
         others = [t for t in result.traces if t is not result.main]
         console.print(f"and {len(others)} traces of other processes ({sum(t.events for t in others):,} operations), "
@@ -349,10 +353,10 @@ def simulate(trace: Path, specs: tuple[str, ...], presets: tuple[str, ...], json
     if report_path is not None:
         from heapkit import report as hr
 
-        hr.write({"title": f"heapkit simulate: {trace}", "profile": heapkit.stats(trace).to_dict(),
-                  "designs": [hr.design_entry(r.name, "preset" if r.spec.source.startswith("preset:") else "spec",
-                                              r.to_dict(), show_map=True) for r in results],
-                  "timeline": {f"{r.name} (simulated)": [list(p) for p in r.footprint_samples] for r in results}},
+        hr.write(hr.Report(title=f"heapkit simulate: {trace}", profile=heapkit.stats(trace).to_dict(),
+                           designs=[hr.design_point(r.name, "preset" if r.spec.source.startswith("preset:") else "spec",
+                                                    r.to_dict(), show_map=True) for r in results],
+                           timeline={f"{r.name} (simulated)": [list(p) for p in r.footprint_samples] for r in results}),
                  report_path)
         console.print(escape(f"report: {report_path}"), highlight=False)
     if show_map:
@@ -453,7 +457,7 @@ def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: st
     keeps the best so far; --resume continues."""
     from rich.progress import MofNCompleteColumn, TextColumn
 
-    from heapkit import search as hs
+    from heapkit.designs import find_designs
     from heapkit.grammar import Grammar
 
     chosen = tuple(o.strip() for o in objectives.split(",") if o.strip())
@@ -465,11 +469,6 @@ def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: st
         from heapkit.cluster import ray_runner
 
         runner = ray_runner(cluster, trace, model)
-    search_trace = trace
-    if sample is not None:
-        search_trace = out_dir / f"sample-{sample}.hkt"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        heapkit.trace_prefix(trace, search_trace, sample)
     columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[status]}"))
     with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
@@ -480,28 +479,24 @@ def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: st
             bar.update(task, completed=h["generation"], status=escape(
                 f"front {h['front']}, best {best}, {h['evaluations']} evaluations, {h['cache_hits']} cache hits"))
 
-        result = hs.search(search_trace, out_dir, grammar=grammar_obj, objectives=chosen, weights=weight_values,
-                           population=population, generations=generations, mutation=mutation, crossover=crossover,
-                           seed=seed, resume=resume, cache=cache, threads=threads, energy=model, progress=progress,
-                           runner=runner)
-    if sample is not None:
-        result = hs.confirm(result, trace, chosen, cache=cache, energy=model, threads=threads)
-    references = {"KNG": result.presets["KNG"].objectives, "LEA": result.presets["LEA"].objectives}
-    if not no_glibc:
-        references["glibc"] = {"footprint": heapkit.replay(trace, "glibc", runs=1).runs[0].footprint_bytes}
-    paths = hs.write_front(result, out_dir, chosen, references)
+        front, result = find_designs(trace, out_dir, objectives=chosen, sample=sample, glibc_reference=not no_glibc,
+                                     progress=progress, grammar=grammar_obj, weights=weight_values,
+                                     population=population, generations=generations, mutation=mutation,
+                                     crossover=crossover, seed=seed, resume=resume, cache=cache, threads=threads,
+                                     energy=model, runner=runner)
     if result.interrupted:
         console.print("interrupted: the front below is the best so far", style="yellow")
     out.print(_design_table(f"{trace}: front of {len(result.front)} designs ({result.evaluations} simulations, "
-                            f"{result.cache_hits} cache hits, {result.seconds:.0f} s)", result.front, chosen, references))
-    out.print(escape(f"front: {paths['front']}; specs in {paths['specs']}"), highlight=False, soft_wrap=True)
+                            f"{result.cache_hits} cache hits, {result.seconds:.0f} s)", result.front, chosen,
+                            front.references))
+    out.print(escape(f"front: {out_dir / 'front.json'}; specs in {out_dir / 'specs'}"), highlight=False, soft_wrap=True)
     if report_path is not None:
         from heapkit import report as hr
 
-        designs = [hr.design_entry(d.spec.name, "front", d.metrics, show_map=i < 3) for i, d in enumerate(result.front)]
-        designs += [hr.design_entry(n, "preset", d.metrics) for n, d in result.presets.items()]
-        hr.write({"title": f"heapkit search: {trace}", "profile": heapkit.stats(trace).to_dict(), "designs": designs,
-                  "history": result.history}, report_path)
+        designs = [hr.design_point(d.name, "front", d.metrics, show_map=i < 3) for i, d in enumerate(front.designs)]
+        designs += [hr.design_point(n, "preset", d.metrics) for n, d in result.presets.items()]
+        hr.write(hr.Report(title=f"heapkit search: {trace}", profile=heapkit.stats(trace).to_dict(), designs=designs,
+                           history=front.history), report_path)
         out.print(escape(f"report: {report_path}"), highlight=False, soft_wrap=True)
 
 
@@ -554,62 +549,141 @@ def build(spec: Path, output: Path, trace: Path | None, runs: int) -> None:
         sys.exit(1)
 
 
+def _seconds(s: float) -> str:
+    return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.3f} s"
+
+
+def _race_table(title: str, race, recommended: str | None) -> Table:
+    """A race's standings, narrow enough for 80 columns: medians with their spread, paired
+    ratios to the reference, verdicts."""
+    from rich import box
+
+    front = {s.name for s in race.front()}
+    reference = race.reference or ("glibc" if "glibc" in race.names else None)
+    table = Table(title=escape(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("allocator", "CPU time (min–max)", "peak RSS", "× time", "× RSS", "verdict"):
+        table.add_column(column, justify="left" if column in ("allocator", "verdict") else "right",
+                         no_wrap=column not in ("allocator", "verdict"))
+    for s in sorted(race.standings, key=lambda s: (s.name != recommended, s.name not in front, s.cpu_seconds)):
+        if not s.runs():
+            continue
+        low, high = s.spread("cpu_seconds")
+        unit, scale = ("ms", 1e3) if high < 10 else ("s", 1)
+        ratios = [f"{race.compare(s.name, reference, a).ratio:.3f}" if s.name != reference else "1"
+                  for a in ("cpu_seconds", "peak_rss")] if reference else ["-", "-"]
+        if s.disqualified:
+            verdict = f"[red]{escape(s.disqualified)}[/red]"
+        elif s.name in front:
+            verdict = "[bold green]front[/bold green]" + (" ★ recommended" if s.name == recommended else "")
+        else:
+            verdict = escape(s.eliminated or "dominated by " + ", ".join(race.dominated_by(s.name)))
+        name = f"[bold]{escape(s.name)}[/bold]" if s.kind == "design" else escape(s.name)
+        table.add_row(name, f"{s.cpu_seconds * scale:.0f} ({low * scale:.0f}–{high * scale:.0f}) {unit}",
+                      _bytes(s.peak_rss), *ratios, verdict)
+    table.caption = escape("bold: designs built for this program" + (
+        f"; × time, × RSS: medians of the paired ratios to {reference}'s runs" if reference else ""))
+    return table
+
+
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("tune"),
-              show_default=True, help="Where the trace, specs, libraries, headers and report.html go.")
+              show_default=True, help="Where the traces, specs, libraries, races and report.html go.")
+@click.option("--prefer", type=click.Choice(["balanced", "time", "memory"]), default="balanced", show_default=True,
+              help="Which point of the measured front to recommend: the least CPU time, the least peak RSS, or the "
+                   "least product of the two (each over the best).")
+@click.option("--process", default=None, metavar="PROGRAM|PID",
+              help="Tune on this program's busiest process (its path or file name), or on this process [default: the "
+                   "program that made the most malloc-family calls].")
+@click.option("--merge", is_flag=True, help="Tune on every process of that program, one after the other.")
 @click.option("--population", type=click.IntRange(min=4), default=24, show_default=True)
 @click.option("--generations", type=click.IntRange(min=1), default=12, show_default=True)
 @click.option("--objectives", default="work,footprint,energy", show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
-@click.option("-n", "--runs", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Runs of each replay and of the program under each allocator (medians).")
-@click.option("--designs", type=click.IntRange(min=1, max=8), default=3, show_default=True,
-              help="Designs of the front to build and verify.")
+@click.option("--sample", type=click.IntRange(min=0), default=None,
+              help="Search on the trace's first N operations, then confirm the front on the whole trace; 0: search "
+                   "on the whole trace [default: the first 1,000,000 of a trace of 2,000,000 or more].")
+@click.option("--designs", type=click.IntRange(min=0, max=12), default=4, show_default=True,
+              help="Designs of the simulated front to build (LEA is built too).")
+@click.option("--finalists", type=click.IntRange(min=0, max=8), default=3, show_default=True,
+              help="Designs raced on the program itself, from the front of the race on the trace.")
+@click.option("-n", "--runs", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Rounds of each race before its first look at the evidence (later if an interval at the "
+                   "race's confidence needs more).")
+@click.option("--max-runs", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Rounds of each race at most.")
+@click.option("--budget", type=click.FloatRange(min=0), default=240, show_default=True,
+              help="Seconds for the race on the program (the rounds of its first look always run).")
+@click.option("--trace-budget", type=click.FloatRange(min=0), default=90, show_default=True,
+              help="Seconds for the race on the trace.")
+@click.option("--peers", default=",".join(DEFAULT_PEERS), show_default=True,
+              help="The allocators off the shelf to race (those installed; glibc always).")
 @click.option("--cache", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("-j", "--threads", type=click.IntRange(min=1), default=None)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def tune(out_dir: Path, population: int, generations: int, objectives: str, seed: int, runs: int, designs: int,
-         cache: Path | None, threads: int | None, command: tuple[str, ...]) -> None:
-    """Take a program to its own allocator: record it, simulate the presets, search, build the
-    best designs, verify them (replay and the program itself, against glibc, jemalloc,
-    mimalloc and heapkit's libraries) and write OUTPUT/report.html. Rerun to continue an
-    interrupted tuning. Usage: heapkit tune [-o DIR] -- CMD ARGS"""
+def tune(out_dir: Path, prefer: str, process: str | None, merge: bool, population: int, generations: int,
+         objectives: str, seed: int, sample: int | None, designs: int, finalists: int, runs: int, max_runs: int,
+         budget: float, trace_budget: float, peers: str, cache: Path | None, threads: int | None,
+         command: tuple[str, ...]) -> None:
+    """Find the allocator that suits a program, measured: record it (every process), search
+    the design space on its trace, build the best designs, race them against glibc,
+    jemalloc, mimalloc, tcmalloc and heapkit's libraries on the trace and then on the
+    program itself, and recommend a point of the measured front (time x peak RSS). Writes
+    OUTPUT/report.html. Rerun to continue an interrupted tuning.
+    Usage: heapkit tune [-o DIR] -- CMD ARGS"""
     from heapkit import tune as ht
 
-    chosen = tuple(o.strip() for o in objectives.split(",") if o.strip())
+    peer_names = tuple(p.strip() for p in peers.split(",") if p.strip())
+    if "glibc" not in peer_names:
+        peer_names = ("glibc",) + peer_names  # the reference every run is checked against
+    settings = ht.TuneSettings(population=population, generations=generations,
+                               objectives=tuple(o.strip() for o in objectives.split(",") if o.strip()), seed=seed,
+                               designs=designs, finalists=finalists, process=process, merge=merge, sample=sample,
+                               min_rounds=runs, max_rounds=max(runs, max_runs), trace_budget=trace_budget,
+                               program_budget=budget, peers=peer_names, prefer=prefer)
     with console.status("tuning", spinner="dots") as status:
-        result = ht.tune(command, out_dir, population=population, generations=generations, objectives=chosen,
-                         seed=seed, runs=runs, designs=designs, cache=cache, threads=threads,
+        result = ht.tune(command, out_dir, settings, cache=cache, threads=threads,
                          progress=lambda stage, message: status.update(escape(f"{stage}: {message}")))
-    table = Table(title=escape(f"{' '.join(command)}: the program under each allocator (medians of {runs})"))
-    for column in ("allocator", "time", "peak RSS", "time / glibc", "RSS / glibc", "same output"):
-        table.add_column(column, justify="right")
-    glibc = result.program[0]
-    for r in result.program:
-        table.add_row(escape(r["allocator"]), f"{r['seconds']:.3f} s", _bytes(r["peak_rss"]),
-                      f"{r['seconds'] / glibc['seconds']:.2f}", f"{r['peak_rss'] / glibc['peak_rss']:.2f}",
-                      "yes" if r["same_output"] else "[red]NO[/red]")
-    out.print(table)
-    best = result.best
-    measured, run = best["measured"], best["program"]
-    out.print(escape(f"recommended: {best['name']} ({' + '.join(a['mechanism'] for a in best['spec']['allocators'])}): "
-                     f"{run['seconds'] / glibc['seconds']:.2f}x glibc's time, {run['peak_rss'] / glibc['peak_rss']:.2f}x "
-                     f"its peak RSS; predicted footprint {measured.get('predicted_footprint', 0):,} B, built heap held "
-                     f"{measured.get('heap_peak_bytes_held', 0):,} B"), highlight=False, soft_wrap=True)
-    library = out_dir.resolve() / "designs" / best["name"] / f"lib{best['name']}.so"
+    if result.empty:
+        out.print(ht.EMPTY_PROGRAM, highlight=False, markup=False, soft_wrap=True)
+        return
+    out.print(escape(result.selection.describe()), highlight=False, soft_wrap=True)
+    race = result.program_race
+    out.print(_race_table(f"{' '.join(command)}: the program under each allocator ({race.rounds} rounds)", race,
+                          result.recommendation.name))
+    out.print(escape(f"rule: {race.settings.rule()}"), highlight=False, soft_wrap=True, style="dim")
+    if result.missing_peers:
+        out.print(escape("not installed, so not measured: " + ", ".join(ht.PEER_NAMES.get(p, p)
+                                                                          for p in result.missing_peers)),
+                  highlight=False, soft_wrap=True)
+    undecided = race.open_pairs([s.name for s in race.front()])
+    if undecided:
+        pairs = "; ".join(f"{c.a} and {c.b} on {'time' if c.axis == 'cpu_seconds' else 'RSS'} "
+                          f"({c.ratio:.3f}, {c.low:.3f}–{c.high:.3f})" for c in undecided[:4])
+        out.print(escape(f"not separated within the budget: {pairs}"), highlight=False, soft_wrap=True)
+    for d in result.designs:
+        if not d.footprint_matches:
+            out.print(escape(f"{d.name}: the built heap held {d.heap_peak_bytes_held:,} B, the simulator predicted "
+                             f"{d.predicted_footprint:,} B"), style="red", highlight=False, soft_wrap=True)
+    out.print(escape(result.recommendation.line), highlight=False, soft_wrap=True, style="bold")
     out.print(escape(f"report: {result.report.resolve()}"), highlight=False, soft_wrap=True)
-    out.print(escape(f"use it: LD_PRELOAD={library} {' '.join(command)}"), highlight=False, soft_wrap=True)
+    library = result.library_of(result.recommendation.name)
+    if library is None:
+        out.print("use it: nothing to preload (glibc is the C library's own allocator)", highlight=False)
+    else:
+        out.print(escape(f"use it: LD_PRELOAD={shlex.quote(str(library.resolve()))} {shlex.join(command)}"),
+                  highlight=False, soft_wrap=True)
     stages = ", ".join(f"{k} {v:.1f} s" for k, v in result.stage_seconds.items())
     console.print(escape(f"stages: {stages}"), highlight=False, soft_wrap=True)
 
 
 @main.command()
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
-def report(directory: Path) -> None:
+@click.option("--prefer", type=click.Choice(["balanced", "time", "memory"]), default="balanced", show_default=True)
+def report(directory: Path, prefer: str) -> None:
     """Regenerate DIRECTORY/report.html from what `heapkit tune` left there."""
     from heapkit.tune import write_tune_report
 
-    out.print(escape(f"wrote {write_tune_report(directory)}"), highlight=False, soft_wrap=True)
+    out.print(escape(f"wrote {write_tune_report(directory, prefer)}"), highlight=False, soft_wrap=True)
 
 
 @main.command()
@@ -622,27 +696,23 @@ def compare(trace: Path, designs: tuple[str, ...], runs: int, report_path: Path 
     """Compare DESIGNS on TRACE, simulated and measured side by side: each a spec file, a preset
     (KNG, FIB, S10, EXA, LEA, BOX) or a real allocator (glibc, jemalloc, mimalloc, heapkit, lea,
     kingsley, a .so path)."""
-    from heapkit import report as hr
     from heapkit.compare import compare as run_compare
+    from heapkit.compare import report as compare_report
 
     rows = run_compare(trace, designs, runs=runs)
     table = Table(title=escape(f"{trace}: simulated and measured (medians of {runs})"))
     for column in ("design", "work", "predicted footprint", "energy", "replay time", "bytes held", "resident growth"):
         table.add_column(column, justify="right")
     for r in rows:
-        sim = r.get("simulated")
-        table.add_row(escape(r["name"]), f"{sim['work']:,}" if sim else "-",
-                      f"{sim['peak_footprint']:,}" if sim else "-", f"{sim['energy_nj'] / 1e6:.3f} mJ" if sim else "-",
-                      f"{r['seconds'] * 1e3:.2f} ms", f"{r['heap_peak_bytes_held']:,}" if r.get("heap_peak_bytes_held") else "-",
-                      _bytes(r["footprint"]))
+        sim = r.simulated
+        table.add_row(escape(r.name), f"{sim.work:,}" if sim else "-", f"{sim.peak_footprint:,}" if sim else "-",
+                      f"{sim.energy_nj / 1e6:.3f} mJ" if sim else "-", f"{r.seconds * 1e3:.2f} ms",
+                      f"{r.heap_peak_bytes_held:,}" if r.heap_peak_bytes_held is not None else "-", _bytes(r.footprint))
     out.print(table)
     if report_path is not None:
-        hr.write({"title": f"heapkit compare: {trace}",
-                  "designs": [hr.design_entry(r["name"], "spec", r["simulated"], show_map=True) for r in rows if r.get("simulated")],
-                  "measured": [{"name": r["name"], "kind": "built" if r.get("simulated") else "allocator",
-                                "seconds": r["seconds"], "footprint": r["footprint"], "peak_rss": r["peak_rss"],
-                                "predicted_footprint": r["simulated"]["peak_footprint"] if r.get("simulated") else None,
-                                "heap_peak_bytes_held": r.get("heap_peak_bytes_held")} for r in rows]}, report_path)
+        from heapkit import report as hr
+
+        hr.write(compare_report(trace, rows), report_path)
         out.print(escape(f"report: {report_path}"), highlight=False, soft_wrap=True)
 
 

@@ -33,6 +33,22 @@ class RecordedTrace:
     truncated_records: int  # records cut short by a kill
     bytes: int
 
+    @property
+    def executable(self) -> str:
+        """The program the process ran: its argv[0] as it saw it (empty if unknown)."""
+        return self.command.split(" ", 1)[0] if self.command else ""
+
+    def to_dict(self) -> dict:
+        return {"path": str(self.path), "pid": self.pid, "image": self.image, "command": self.command,
+                "executable": self.executable, "events": self.events, "objects": self.objects,
+                "threads": self.threads, "unknown_frees": self.unknown_frees,
+                "truncated_records": self.truncated_records, "bytes": self.bytes}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RecordedTrace":
+        return cls(Path(d["path"]), d["pid"], d["image"], d["command"], d["events"], d["objects"], d["threads"],
+                   d["unknown_frees"], d["truncated_records"], d["bytes"])
+
 
 @dataclass(frozen=True)
 class RecordResult:
@@ -64,6 +80,9 @@ def record(
     keep_spool: str | PathLike | None = None,
     on_merge: Optional[Callable[[int, int], None]] = None,
     env: Optional[dict[str, str]] = None,
+    stdin=None,
+    stdout=None,
+    stderr=None,
 ) -> RecordResult:
     """Runs ``command`` with every malloc-family call recorded; writes traces.
 
@@ -73,7 +92,8 @@ def record(
     exec) leave no trace. Calls made before the recorder initialised (by the dynamic linker) are not in the
     trace; frees of them are counted as ``unknown_frees``. If the program crashes, what it
     had recorded up to the crash is still merged. ``keep_spool`` names a directory to
-    keep the raw spools in. ``on_merge(done, total)`` reports merging progress.
+    keep the raw spools in. ``on_merge(done, total)`` reports merging progress. ``stdin``,
+    ``stdout`` and ``stderr`` go to ``subprocess.Popen`` (default: this process's).
     """
     if not command:
         raise ValueError("no command to record")
@@ -87,7 +107,7 @@ def record(
             preload += ":" + run_env["LD_PRELOAD"]
         run_env["LD_PRELOAD"] = preload
         run_env["HEAPKIT_RECORD_DIR"] = str(spool_dir)
-        process = subprocess.Popen(list(command), env=run_env)
+        process = subprocess.Popen(list(command), env=run_env, stdin=stdin, stdout=stdout, stderr=stderr)
         try:
             returncode = process.wait()
         except KeyboardInterrupt:
@@ -121,7 +141,111 @@ def record(
                 main = trace
             if on_merge:
                 on_merge(done + 1, len(spools))
+        if main is None:
+            # The command's own process never called the malloc family (the recorder
+            # starts with the first call): its trace is empty, but it exists.
+            s = _core.concat_traces([], str(output), " ".join(command), process.pid)
+            main = RecordedTrace(output, process.pid, 0, " ".join(command), 0, 0, 0, 0, 0, output.stat().st_size)
+            traces.insert(0, main)
         return RecordResult(returncode, main, traces)
     finally:
         if not keep_spool:
             shutil.rmtree(spool_dir, ignore_errors=True)
+
+
+# ---- the processes of a command -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Executable:
+    """The processes of one program among those a command started, busiest first."""
+
+    name: str
+    processes: list[RecordedTrace]
+
+    @property
+    def events(self) -> int:
+        return sum(t.events for t in self.processes)
+
+
+def executables(traces: Sequence[RecordedTrace]) -> list[Executable]:
+    """The programs the traces' processes ran, the one that made the most malloc-family
+    calls first (then by name)."""
+    groups: dict[str, list[RecordedTrace]] = {}
+    for t in traces:
+        groups.setdefault(t.executable, []).append(t)
+    found = [Executable(name, sorted(group, key=lambda t: (-t.events, t.pid, t.image))) for name, group in groups.items()]
+    return sorted(found, key=lambda e: (-e.events, e.name))
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The trace chosen among a command's processes: one process, or every process of one
+    program merged (one after the other, each one's leftovers freed at its end)."""
+
+    trace: Path
+    executable: str
+    processes: list[RecordedTrace]
+    merged: bool
+    events: int
+    programs: list[Executable]  # every program the command ran, busiest first
+
+    def describe(self) -> str:
+        if not self.events:
+            return "the program made no allocations"
+        what = (f"{len(self.processes)} processes of {self.executable} merged" if self.merged
+                else f"{self.executable} (pid {self.processes[0].pid})")
+        started = sum(len(p.processes) for p in self.programs)
+        line = f"tuned on {what}: {self.events:,} operations"
+        if started > 1:
+            others = ", ".join(f"{Path(p.name).name or '?'} {p.events:,}" for p in self.programs[:4])
+            line += f" (the command started {started} processes; operations by program: {others}"
+            line += ", ...)" if len(self.programs) > 4 else ")"
+        return line
+
+    def to_dict(self) -> dict:
+        return {"trace": str(self.trace), "executable": self.executable, "merged": self.merged, "events": self.events,
+                "processes": [t.to_dict() for t in self.processes],
+                "programs": [{"name": p.name, "events": p.events, "processes": [t.to_dict() for t in p.processes]}
+                             for p in self.programs]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Selection":
+        return cls(Path(d["trace"]), d["executable"], [RecordedTrace.from_dict(t) for t in d["processes"]], d["merged"],
+                   d["events"], [Executable(p["name"], [RecordedTrace.from_dict(t) for t in p["processes"]])
+                                 for p in d["programs"]])
+
+
+def select_process(traces: Sequence[RecordedTrace], output: str | PathLike, process: Optional[str] = None,
+                   merge: bool = False) -> Selection:
+    """Writes to ``output`` the trace to tune on, among ``traces`` (one command's): by
+    default the busiest process of the program that made the most calls; ``process``
+    names another program (its path or file name, as the process's argv[0]) or one
+    process (its pid); ``merge`` takes every process of that program, one after the
+    other. Raises ValueError naming the programs when ``process`` matches none."""
+    output = Path(output)
+    programs = executables(traces)
+    if process is None:
+        chosen = programs[0] if programs else Executable("", [])
+        processes = chosen.processes[:1] if not merge else chosen.processes
+    else:
+        by_pid = [t for t in traces if process.isdigit() and t.pid == int(process)]
+        matches = [p for p in programs if process in (p.name, Path(p.name).name)]
+        if by_pid and not merge:
+            chosen, processes = next(p for p in programs if by_pid[0] in p.processes), by_pid[:1]
+        elif matches or by_pid:
+            chosen = matches[0] if matches else next(p for p in programs if by_pid[0] in p.processes)
+            processes = chosen.processes if merge else chosen.processes[:1]
+        else:
+            names = ", ".join(f"{Path(p.name).name} ({len(p.processes)} processes)" for p in programs) or "none"
+            raise ValueError(f"no process of the command ran {process!r}: it ran {names}")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(output.name + ".tmp")
+    if len(processes) == 1:
+        shutil.copyfile(processes[0].path, tmp)
+        events = processes[0].events
+    else:
+        ordered = sorted(processes, key=lambda t: (t.pid, t.image))  # as the processes started, roughly
+        pid = ordered[0].pid if ordered else 0
+        events = _core.concat_traces([str(t.path) for t in ordered], str(tmp), chosen.name, pid)["events"]
+    tmp.replace(output)
+    return Selection(output, chosen.name, list(processes), merge and len(processes) > 1, events, programs)

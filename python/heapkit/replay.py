@@ -7,7 +7,8 @@ import json
 import os
 import statistics
 import subprocess
-from dataclasses import dataclass, field
+import tempfile
+from dataclasses import dataclass, field, replace
 from os import PathLike
 from pathlib import Path
 from typing import Callable, Optional
@@ -68,13 +69,25 @@ def resolve_allocator(name: str) -> Optional[Path]:
 
 @dataclass(frozen=True)
 class ReplayRun:
-    seconds: float
+    seconds: float  # the replay loop's wall time, as the replayer measures it
     ns_per_op: float
     footprint_bytes: int  # peak resident set during the replay minus the one before it
     peak_rss_bytes: int
     failed_allocations: int
     heap_peak_bytes_held: Optional[int] = None  # a spec: design's own footprint, as the simulator counts it
     footprint_samples: Optional[list] = None  # (operation, resident growth) when asked for
+    cpu_seconds: float = 0.0  # user + system time of the replayer's process (decoding the trace included)
+    malloc_library: str = ""  # the file defining the malloc the replayer called
+    operations: int = 0
+    max_live_bytes: int = 0
+
+
+def parse_replay_output(stdout: str, cpu_seconds: float = 0.0) -> ReplayRun:
+    """The one place that reads heapkit-replay's JSON line (its last line of output)."""
+    data = json.loads(stdout.strip().splitlines()[-1])
+    return ReplayRun(data["seconds"], data["ns_per_op"], data["footprint_bytes"], data["peak_rss_bytes"],
+                     data["failed_allocations"], data.get("heap_peak_bytes_held"), data.get("footprint_samples"),
+                     cpu_seconds, data.get("malloc_library", ""), data["operations"], data["max_live_bytes"])
 
 
 @dataclass(frozen=True)
@@ -114,6 +127,55 @@ def _same_file(a: str, b: Path) -> bool:
         return False
 
 
+def _run_replayer(cmd: list[str], env: dict, allocator: str, lib: Optional[Path]) -> ReplayRun:
+    """One run of heapkit-replay, its process's CPU time taken by wait4."""
+    from heapkit import TraceError
+
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace").strip()
+    if returncode == 2:
+        raise TraceError(stderr.removeprefix("heapkit-replay: "))
+    if returncode != 0:
+        raise ReplayError(f"replay on {allocator} failed (status {returncode}): {stderr}")
+    run = parse_replay_output(stdout, usage.ru_utime + usage.ru_stime)
+    if lib is not None and not _same_file(run.malloc_library, lib):
+        # The dynamic linker ignores a preload it cannot load, and a library without a
+        # malloc leaves the C library's: either way the figures would not be lib's.
+        reason = stderr.splitlines()[0] if stderr else "it does not define malloc"
+        raise ReplayError(f"{allocator} is not a malloc library: the replay called the malloc of "
+                          f"{run.malloc_library or 'an unknown file'} ({reason})")
+    return run
+
+
+def _command(trace: str | PathLike, allocator: str, touch: bool) -> tuple[list[str], dict, Optional[Path]]:
+    lib = resolve_allocator(allocator)
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if lib is not None:
+        env["LD_PRELOAD"] = str(lib)
+    cmd = [str(program("heapkit-replay")), str(trace)] + ([] if touch else ["--no-touch"])
+    if allocator.startswith(SPEC_PREFIX):
+        from heapkit.dmm import load_spec
+
+        spec_path = allocator[len(SPEC_PREFIX):]
+        load_spec(spec_path)  # a spec that does not validate fails here, naming the field
+        cmd += ["--spec", spec_path]
+    return cmd, env, lib
+
+
+def replay_once(trace: str | PathLike, allocator: str | Path | None = "glibc", touch: bool = True) -> ReplayRun:
+    """One replay of ``trace`` in a fresh process on ``allocator`` (a name, a ``spec:FILE``,
+    a library path, or None for glibc), with the process's CPU time."""
+    name = "glibc" if allocator is None else str(allocator)
+    cmd, env, lib = _command(trace, name, touch)
+    return _run_replayer(cmd, env, name, lib)
+
+
 def replay(
     trace: str | PathLike,
     allocator: str = "glibc",
@@ -129,49 +191,21 @@ def replay(
     False. Operations run on one thread, in trace order. A bad trace raises
     :class:`heapkit.TraceError` with the replayer's message.
     """
-    from heapkit import TraceError
-
     if runs < 1:
         raise ValueError("runs must be at least 1")
-    lib = resolve_allocator(allocator)
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    if lib is not None:
-        env["LD_PRELOAD"] = str(lib)
-    cmd = [str(program("heapkit-replay")), str(trace)] + ([] if touch else ["--no-touch"])
-    if allocator.startswith(SPEC_PREFIX):
-        from heapkit.dmm import load_spec
-
-        spec_path = allocator[len(SPEC_PREFIX):]
-        load_spec(spec_path)  # a spec that does not validate fails here, naming the field
-        cmd += ["--spec", spec_path]
+    cmd, env, lib = _command(trace, allocator, touch)
     result = None
     for i in range(runs):
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if done.returncode == 2:
-            raise TraceError(done.stderr.strip().removeprefix("heapkit-replay: "))
-        if done.returncode != 0:
-            raise ReplayError(f"replay on {allocator} failed (status {done.returncode}): {done.stderr.strip()}")
-        data = json.loads(done.stdout.strip().splitlines()[-1])
-        if lib is not None and not _same_file(data.get("malloc_library", ""), lib):
-            # The dynamic linker ignores a preload it cannot load, and a library without a
-            # malloc leaves the C library's: either way the figures would not be lib's.
-            reason = done.stderr.strip().splitlines()[0] if done.stderr.strip() else "it does not define malloc"
-            raise ReplayError(f"{allocator} is not a malloc library: the replay called the malloc of "
-                              f"{data.get('malloc_library') or 'an unknown file'} ({reason})")
+        run = _run_replayer(cmd, env, allocator, lib)
         if result is None:
-            result = ReplayResult(allocator, lib, data["operations"], data["max_live_bytes"])
-        result.runs.append(ReplayRun(data["seconds"], data["ns_per_op"], data["footprint_bytes"],
-                                     data["peak_rss_bytes"], data["failed_allocations"],
-                                     data.get("heap_peak_bytes_held")))
+            result = ReplayResult(allocator, lib, run.operations, run.max_live_bytes)
+        result.runs.append(run)
         if on_run:
             on_run(i + 1, runs)
     if footprint_samples > 0:
-        done = subprocess.run(cmd + ["--footprint-samples", str(footprint_samples)], env=env, capture_output=True,
-                              text=True)
-        if done.returncode == 0:
-            samples = json.loads(done.stdout.strip().splitlines()[-1]).get("footprint_samples")
-            first = result.runs[0]
-            result.runs[0] = ReplayRun(first.seconds, first.ns_per_op, first.footprint_bytes, first.peak_rss_bytes,
-                                       first.failed_allocations, first.heap_peak_bytes_held, samples)
+        try:
+            sampled = _run_replayer(cmd + ["--footprint-samples", str(footprint_samples)], env, allocator, lib)
+            result.runs[0] = replace(result.runs[0], footprint_samples=sampled.footprint_samples)
+        except ReplayError:
+            pass  # the timeline is an extra: the figures above stand without it
     return result

@@ -1,40 +1,65 @@
-"""``heapkit tune``: one command from a program to its own verified allocator.
+"""``heapkit tune``: one command from a program to the allocator that suits it, measured.
 
-Stages, each kept in the output directory and skipped when it is already done (so a run
-that was interrupted continues where it stopped):
+Stages, each kept in the output directory and skipped when it is already done with the
+same settings (so an interrupted run continues where it stopped, and a changed setting
+redoes only what depends on it):
 
-1. record the program's allocations (``trace.hkt``) and its own output under glibc;
-2. profile the trace (``profile.json``);
-3. simulate the presets (``presets.json``);
-4. search the design space (``search/``, resumable);
-5. choose designs from the front (the least footprint, the least work, the best balance)
-   and build each (``designs/NAME/``: library, static library, CMake snippet, header);
-6. verify: replay the trace on every built design (the footprint it holds must equal the
-   prediction to the byte) and on the peers, and run the program itself under each,
-   checking its output and exit status against glibc's (``verify.json``);
-7. write ``report.html``.
+1. ``record``: the program under the recorder, one trace per process (``processes/``);
+2. ``select``: the trace to tune on (``trace.hkt``): by default the busiest process of
+   the program (executable) that made the most malloc-family calls; ``process`` names
+   another program or a pid, ``merge`` takes every process of that program in turn;
+3. ``profile``: the trace's statistics;
+4. ``search``: the design space searched on the trace (``search/``, resumable; the presets
+   it evaluates beside the search are kept in its front.json); on a trace of more than
+   two million operations, on its first million, the front then confirmed on the whole;
+5. ``build``: designs of the front (the best balance of work and footprint, the least
+   footprint, the least work, then spread along the front) and the presets worth building
+   (LEA, and any preset on the front) are built (``designs/NAME/``) and the built heap's
+   bytes held checked against the prediction, to the byte;
+6. ``race-trace``: the built designs and the peers (glibc, jemalloc, mimalloc, tcmalloc,
+   libheapkit.so, libheapkit-lea.so: those installed) raced on the trace
+   (``heapkit-replay``), :mod:`heapkit.race`;
+7. ``race-program``: the peers and the designs the trace's race left on its front (at most
+   ``finalists``), with the best design the search found in any case, raced on the whole
+   command, every process under the allocator, output and exit status checked against
+   glibc's;
+8. the recommendation (:mod:`heapkit.recommend`) on the program's measured front, by
+   ``prefer``, and ``report.html``.
+
+A program that makes no allocations stops after ``select`` with one line saying so.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
-import statistics
 import subprocess
-import tempfile
 import time
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 import heapkit
 from heapkit import build as hb
-from heapkit import report
-from heapkit import search as hs
-from heapkit.replay import resolve_allocator
+from heapkit import race as hr
+from heapkit import report as rp
+from heapkit.designs import Front, FrontDesign, find_designs
+from heapkit.record import RecordedTrace, Selection, select_process
+from heapkit.recommend import PREFERENCES, Recommendation, recommend
 
-PEERS = ("glibc", "jemalloc", "mimalloc", "heapkit", "lea", "kingsley")
+PEERS = hr.DEFAULT_PEERS
+PEER_NAMES = {"glibc": "glibc", "jemalloc": "jemalloc", "mimalloc": "mimalloc", "tcmalloc": "tcmalloc",
+              "heapkit": "libheapkit.so", "lea": "libheapkit-lea.so"}
+#: By default the search runs on this many operations of a longer trace (twice as many or
+#: more), and confirms its front on the whole trace: its time grows with the trace's length,
+#: the races' does not.
+SAMPLE_OPERATIONS = 1_000_000
+#: Presets built and raced whatever the search found: heapkit's best general-purpose design.
+PRESETS_TO_BUILD = ("LEA",)
+STAGES = ("record", "select", "profile", "search", "build", "race-trace", "race-program")
 STATE = "state.json"
 
 
@@ -42,17 +67,103 @@ class TuneError(RuntimeError):
     pass
 
 
+@dataclass(frozen=True)
+class TuneSettings:
+    population: int = 24
+    generations: int = 12
+    objectives: tuple[str, ...] = ("work", "footprint", "energy")
+    seed: int = 1
+    designs: int = 4  # designs of the front to build
+    finalists: int = 3  # designs raced on the program itself
+    process: Optional[str] = None  # the program (or pid) to tune on; default: the busiest
+    merge: bool = False  # every process of that program, one after the other
+    # Search on the trace's first N operations, then confirm the front on the whole trace;
+    # None: the first SAMPLE_OPERATIONS of a trace longer than twice that; 0: the whole trace.
+    sample: Optional[int] = None
+    min_rounds: int = 8  # the races' first look (heapkit.race.RaceSettings)
+    max_rounds: int = 20
+    trace_budget: float = 90.0  # seconds for the race on the trace
+    program_budget: float = 240.0  # seconds for the race on the program
+    peers: tuple[str, ...] = PEERS
+    prefer: str = "balanced"
+
+    def race_settings(self, budget: float) -> hr.RaceSettings:
+        return hr.RaceSettings(self.min_rounds, self.max_rounds, budget, seed=self.seed)
+
+    def looks_text(self) -> str:
+        looks = self.race_settings(0).looks()
+        return f"{looks[0]} to {looks[-1]} rounds (looks at {', '.join(map(str, looks))})"
+
+    def for_stage(self, stage: str) -> dict:
+        """The settings each stage's result depends on (a change redoes it and what follows)."""
+        race = {"min_rounds": self.min_rounds, "max_rounds": self.max_rounds, "peers": list(self.peers)}
+        return {"select": {"process": self.process, "merge": self.merge},
+                "search": {"population": self.population, "generations": self.generations,
+                           "objectives": list(self.objectives), "seed": self.seed, "sample": self.sample},
+                "build": {"designs": self.designs},
+                "race-trace": dict(race, budget=self.trace_budget),
+                "race-program": dict(race, budget=self.program_budget, finalists=self.finalists)}.get(stage, {})
+
+
+@dataclass(frozen=True)
+class BuiltDesign:
+    """A design tune built: where it came from, its library, predicted and built footprint."""
+
+    name: str
+    origin: str  # "search" or "preset"
+    spec_file: Path
+    library: Path
+    mechanisms: str
+    work: float  # simulated
+    predicted_footprint: int  # simulated bytes held, high-water mark
+    heap_peak_bytes_held: int  # the built heap's, replaying the trace
+
+    @property
+    def footprint_matches(self) -> bool:
+        return self.predicted_footprint == self.heap_peak_bytes_held
+
+    def to_dict(self) -> dict:
+        return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BuiltDesign":
+        return cls(d["name"], d["origin"], Path(d["spec_file"]), Path(d["library"]), d["mechanisms"], d["work"],
+                   d["predicted_footprint"], d["heap_peak_bytes_held"])
+
+
 @dataclass
 class TuneResult:
     out_dir: Path
-    chosen: list[dict]  # the built designs, best first, with predicted and measured figures
-    program: list[dict]  # the program under glibc, the peers and the built designs
+    selection: Selection
     report: Path
+    designs: list[BuiltDesign] = field(default_factory=list)
+    trace_race: Optional[hr.RaceResult] = None
+    program_race: Optional[hr.RaceResult] = None
+    recommendation: Optional[Recommendation] = None
+    missing_peers: list[str] = field(default_factory=list)
+    agreement: float = math.nan  # Spearman between the trace's and the program's median times
     stage_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
-    def best(self) -> dict:
-        return self.chosen[0]
+    def empty(self) -> bool:
+        """The program made no allocations: nothing to tune."""
+        return self.selection.events == 0
+
+    @property
+    def best(self) -> Optional[Recommendation]:
+        return self.recommendation
+
+    def library_of(self, name: str) -> Optional[Path]:
+        """The library to preload for a contender of the races (None: glibc, nothing to preload)."""
+        for race in (self.program_race, self.trace_race):
+            if race is not None and name in race.names:
+                return race.standing(name).contender.library
+        return None
+
+
+EMPTY_PROGRAM = "the program made no allocations (no call of the malloc family): there is nothing to tune"
+
+Progress = Callable[[str, str], None]  # (stage, message)
 
 
 def _load(path: Path):
@@ -65,66 +176,86 @@ def _save(path: Path, data) -> None:
     tmp.replace(path)
 
 
-def run_program(command: Sequence[str], library: Optional[Path], runs: int) -> dict:
-    """The program under one allocator: its output, status, time and peak RSS (medians)."""
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    if library is not None:
-        env["LD_PRELOAD"] = str(library)
-    times, rss, output, status = [], [], None, None
-    for _ in range(runs):
-        with tempfile.NamedTemporaryFile("r") as measure:
-            start = time.monotonic()
-            done = subprocess.run(["/usr/bin/time", "-o", measure.name, "-f", "%M", *command], env=env,
-                                  capture_output=True)
-            times.append(time.monotonic() - start)
-            lines = [l for l in measure.read().splitlines() if l.strip().isdigit()]
-            rss.append(int(lines[-1]) * 1024 if lines else 0)
-        output, status = done.stdout, done.returncode
-    return {"seconds": statistics.median(times), "peak_rss": int(statistics.median(rss)), "status": status,
-            "output_sha": __import__("hashlib").sha256(output).hexdigest()}
-
-
-def choose(front: list[dict], baseline: dict, count: int) -> list[dict]:
-    """Up to ``count`` designs of the front: the least footprint, the least work, and the
-    best balance of both (each over Kingsley's), in that order, without repeats."""
-    if not front:
+def pick_candidates(front: Front, count: int) -> list[FrontDesign]:
+    """Up to ``count`` designs of the simulated front: the best balance of work and
+    footprint (each over Kingsley's), the least footprint, the least work, then designs
+    evenly spread along the front by footprint."""
+    designs = list(front.designs)
+    if not designs or count < 1:
         return []
-    by_footprint = min(front, key=lambda d: (d["objectives"]["footprint"], d["objectives"]["work"]))
-    by_work = min(front, key=lambda d: (d["objectives"]["work"], d["objectives"]["footprint"]))
-    balance = min(front, key=lambda d: d["objectives"]["work"] / baseline["work"]
-                  + d["objectives"]["footprint"] / baseline["footprint"])
-    chosen = []
-    for d in (balance, by_footprint, by_work):
-        if d["key"] not in [c["key"] for c in chosen]:
+    kng = front.references.get("KNG", {})
+    base_work, base_footprint = kng.get("work") or 1.0, kng.get("footprint") or 1.0
+    chosen: list[FrontDesign] = []
+
+    def add(d: FrontDesign) -> None:
+        if d.key not in {c.key for c in chosen} and len(chosen) < count:
             chosen.append(d)
-    return chosen[:count]
+
+    add(min(designs, key=lambda d: d.work / base_work + d.footprint / base_footprint))
+    add(min(designs, key=lambda d: (d.footprint, d.work)))
+    add(min(designs, key=lambda d: (d.work, d.footprint)))
+    by_footprint = sorted(designs, key=lambda d: (d.footprint, d.work))
+    while len(chosen) < min(count, len(designs)):
+        remaining = [d for d in by_footprint if d.key not in {c.key for c in chosen}]
+        # the design farthest (in rank along the front) from every chosen one
+        ranks = {d.key: i for i, d in enumerate(by_footprint)}
+        taken = [ranks[c.key] for c in chosen]
+        add(max(remaining, key=lambda d: min(abs(ranks[d.key] - t) for t in taken)))
+    return chosen
 
 
-Progress = Callable[[str, str], None]  # (stage, message)
+def pick_finalists(race: hr.RaceResult, count: int, prefer: str, searched: Sequence[str] = ()) -> list[str]:
+    """The designs to race on the program: those on the trace's measured front, in the
+    preference's order, at most ``count``; and the best of the ``searched`` designs (those
+    the search found, not presets) by the preference even when the trace's race put it
+    off its front, so that the program's race always measures what the search found (and
+    at least one design)."""
+    from heapkit.recommend import choose
+
+    designs = [s for s in race.standings if s.kind == "design" and not s.disqualified and s.runs()]
+    if not designs or count < 1:
+        return []
+    on_front = {s.name for s in race.front()}
+    pool = [s for s in designs if s.name in on_front]
+    finalists: list[str] = []
+    while pool and len(finalists) < count:
+        best = choose(race, pool, prefer)
+        finalists.append(best.name)
+        pool = [s for s in pool if s is not best]
+    found = [s for s in designs if s.name in set(searched)]
+    if found and not set(finalists) & {s.name for s in found}:
+        finalists.append(choose(race, found, prefer).name)
+    if not finalists:
+        finalists.append(choose(race, designs, prefer).name)
+    return finalists
 
 
-def tune(command: Sequence[str], out_dir: str | Path, *, population: int = 24, generations: int = 12,
-         objectives: Sequence[str] = ("work", "footprint", "energy"), seed: int = 1, runs: int = 3, designs: int = 3,
-         peers: Sequence[str] = PEERS, cache: str | Path | None = None, threads: int | None = None,
+def tune(command: Sequence[str], out_dir: str | Path, settings: TuneSettings = TuneSettings(), *,
+         cache: str | Path | None = None, threads: int | None = None,
          progress: Optional[Progress] = None) -> TuneResult:
+    """Tunes ``command`` (see the module's docstring); everything goes to ``out_dir``."""
     command = [str(c) for c in command]
     if not command:
         raise TuneError("no command to tune: heapkit tune -- CMD ARGS")
+    if settings.prefer not in PREFERENCES:
+        raise TuneError(f"unknown preference {settings.prefer!r}: choose from {', '.join(PREFERENCES)}")
+    try:
+        peers, missing = hr.available_peers(settings.peers)  # an unknown name fails now, not after the search
+    except ValueError as error:
+        raise TuneError(str(error)) from None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     state_path = out / STATE
     state = _load(state_path) or {"command": command, "settings": {}, "done": {}, "seconds": {}}
-    settings = {"population": population, "generations": generations, "objectives": list(objectives), "seed": seed,
-                "designs": designs}
     if state["command"] != command:
         raise TuneError(f"{out} holds the tuning of another command ({' '.join(state['command'])}): "
                         "choose another output directory")
-    if state["settings"] and state["settings"] != settings:
-        # A different search: keep the recording, redo what follows it.
-        state["done"] = {k: v for k, v in state["done"].items() if k in ("record", "profile", "presets")}
-        shutil.rmtree(out / "search", ignore_errors=True)
-    state["settings"] = settings
+    # A stage whose settings changed is redone, and every stage after it.
+    for i, name in enumerate(STAGES):
+        if state["done"].get(name) and state["settings"].get(name, {}) != settings.for_stage(name):
+            for later in STAGES[i:]:
+                state["done"].pop(later, None)
+            break
     say = progress or (lambda stage, message: None)
 
     def stage(name: str, work: Callable[[], None]) -> None:
@@ -134,6 +265,7 @@ def tune(command: Sequence[str], out_dir: str | Path, *, population: int = 24, g
         started = time.monotonic()
         work()
         state["done"][name] = True
+        state["settings"][name] = settings.for_stage(name)
         state["seconds"][name] = time.monotonic() - started
         _save(state_path, state)
 
@@ -141,145 +273,255 @@ def tune(command: Sequence[str], out_dir: str | Path, *, population: int = 24, g
 
     def record() -> None:
         say("record", "running the program under the recorder")
-        result = heapkit.record(command, trace)
+        folder = out / "processes"
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        # The program's own output is kept beside its traces, not mixed with tune's.
+        # Its standard input is empty, as in every run of the races.
+        with open(folder / "stdout", "wb") as stdout, open(folder / "stderr", "wb") as stderr:
+            result = heapkit.record(command, folder / "trace.hkt", stdin=subprocess.DEVNULL, stdout=stdout,
+                                    stderr=stderr)
         if result.returncode != 0:
-            raise TuneError(f"the program exited with status {result.returncode} while recorded")
+            said = (folder / "stderr").read_text(errors="replace").strip().splitlines()
+            raise TuneError(f"the program exited with status {result.returncode} while recorded"
+                            + (f" ({said[-1][:200]})" if said else "") + ": tune needs a run that succeeds")
+        _save(out / "processes.json", [t.to_dict() for t in result.traces])
     stage("record", record)
+
+    def select() -> None:
+        traces = [RecordedTrace.from_dict(t) for t in _load(out / "processes.json")]
+        selection = select_process(traces, trace, settings.process, settings.merge)
+        _save(out / "selection.json", selection.to_dict())
+        say("select", selection.describe())
+    try:
+        stage("select", select)
+    except ValueError as error:
+        raise TuneError(str(error)) from None
+    selection = Selection.from_dict(_load(out / "selection.json"))
+    if selection.events == 0:
+        report = write_tune_report(out, settings.prefer)
+        return TuneResult(out, selection, report, stage_seconds=state["seconds"])
 
     def profile() -> None:
         say("profile", "profiling the trace")
         _save(out / "profile.json", heapkit.stats(trace).to_dict())
     stage("profile", profile)
 
-    def presets() -> None:
-        say("presets", "simulating the presets")
-        results = heapkit.simulate(trace, heapkit.PRESETS, threads=threads)
-        _save(out / "presets.json", [r.to_dict() | {"name": r.name} for r in results])
-    stage("presets", presets)
-
     def search() -> None:
+        # An interrupted search of these settings resumes from its checkpoint; any other starts afresh.
+        resume = state["settings"].get("search-started") == settings.for_stage("search") and \
+            (out / "search" / "checkpoint.pkl").exists()
+        if not resume:
+            shutil.rmtree(out / "search", ignore_errors=True)
+            state["settings"]["search-started"] = settings.for_stage("search")
+            _save(state_path, state)
+
         def generation(h: dict) -> None:
-            say("search", f"generation {h['generation']}/{generations}: front {h['front']}, "
+            say("search", f"generation {h['generation']}/{settings.generations}: front {h['front']}, "
                           f"{h['evaluations']} simulations, {h['cache_hits']} cache hits")
-        resume = (out / "search" / "checkpoint.pkl").exists()
-        result = hs.search(trace, out / "search", objectives=objectives, population=population,
-                           generations=generations, seed=seed, resume=resume, cache=cache, threads=threads,
-                           progress=generation)
+        sample = settings.sample
+        if sample is None:
+            sample = SAMPLE_OPERATIONS if selection.events >= 2 * SAMPLE_OPERATIONS else 0
+        if sample:
+            say("search", f"searching on the first {sample:,} of {selection.events:,} operations, then confirming "
+                          "the front on all of them")
+        _, result = find_designs(trace, out / "search", objectives=settings.objectives, sample=sample or None,
+                                 population=settings.population, generations=settings.generations, seed=settings.seed,
+                                 resume=resume, cache=cache, threads=threads,
+                                 progress=generation)
         if result.interrupted:
             raise KeyboardInterrupt
-        references = {"KNG": result.presets["KNG"].objectives, "LEA": result.presets["LEA"].objectives}
-        hs.write_front(result, out / "search", objectives, references)
     stage("search", search)
 
-    front = json.loads((out / "search" / "front.json").read_text())
-    chosen = choose(front["designs"], front["references"]["KNG"], designs)
-
     def build() -> None:
-        for d in chosen:
-            say("build", f"building {d['name']}")
-            hb.build(heapkit.load_spec(d["spec_file"]), out / "designs" / d["name"] / f"lib{d['name']}.so")
-    stage("build", build)
+        front = Front.load(out / "search")
+        presets_figures = {name: p.metrics for name, p in front.presets.items() if _usable(p.metrics)}
+        wanted: list[tuple[str, str, Path, dict]] = []
+        for d in pick_candidates(front, settings.designs):
+            origin = "preset" if d.name in heapkit.PRESETS else "search"
+            wanted.append((d.name, origin, d.spec_file, d.metrics))
+        for name in PRESETS_TO_BUILD:
+            if name not in {w[0] for w in wanted} and name in presets_figures:
+                wanted.append((name, "preset", heapkit.dmm.preset_path(name), presets_figures[name]))
+        say("build", f"building {len(wanted)} designs: {', '.join(w[0] for w in wanted)}")
 
-    def verify() -> None:
-        measured, programs, timeline = [], [], {}
-        say("verify", "running the program under glibc")
-        reference = run_program(command, None, runs)
-        programs.append({"allocator": "glibc", **reference, "same_output": True})
-        for d in chosen:
-            library = out / "designs" / d["name"] / f"lib{d['name']}.so"
-            say("verify", f"replaying the trace on {d['name']}")
-            built = hb.BuildResult(heapkit.load_spec(d["spec_file"]), library.with_name(f"{d['name']}.h"), library,
-                                   library.with_name(f"lib{d['name']}.a"), library.with_name(f"{d['name']}.cmake"),
-                                   library.with_name(f"{d['name']}-verify"))
-            v = hb.verify(built, trace, runs)
-            replayed = heapkit.replay(trace, str(library), runs=runs)
-            measured.append({"name": d["name"], "kind": "built", "seconds": replayed.median_seconds,
-                             "footprint": replayed.median_footprint_bytes,
-                             "peak_rss": int(statistics.median(r.peak_rss_bytes for r in replayed.runs)),
-                             "predicted_footprint": v.predicted_footprint, "heap_peak_bytes_held": v.measured_footprint,
-                             "compiled_seconds": v.compiled_seconds, "configured_seconds": v.configured_seconds})
-            say("verify", f"running the program under {d['name']}")
-            run = run_program(command, library, runs)
-            programs.append({"allocator": d["name"], **run,
-                             "same_output": run["output_sha"] == reference["output_sha"] and run["status"] == reference["status"]})
-        for peer in peers:
-            try:
-                library = resolve_allocator(peer)
-            except (FileNotFoundError, ValueError):
-                continue
-            say("verify", f"replaying the trace on {peer}")
-            replayed = heapkit.replay(trace, peer, runs=runs, footprint_samples=200 if peer == "glibc" else 0)
-            measured.append({"name": peer, "kind": "allocator", "seconds": replayed.median_seconds,
-                             "footprint": replayed.median_footprint_bytes,
-                             "peak_rss": int(statistics.median(r.peak_rss_bytes for r in replayed.runs))})
-            if peer == "glibc" and replayed.runs[0].footprint_samples:
-                timeline["glibc (resident growth, replayed)"] = replayed.runs[0].footprint_samples
-            if peer != "glibc":
-                say("verify", f"running the program under {peer}")
-                run = run_program(command, library, runs)
-                programs.append({"allocator": peer, **run, "same_output": run["output_sha"] == reference["output_sha"]
-                                 and run["status"] == reference["status"]})
-        simulated = heapkit.simulate(trace, [heapkit.load_spec(d["spec_file"]) for d in chosen] + [heapkit.preset("KNG")],
+        def make(item: tuple[str, str, Path, dict]) -> BuiltDesign:
+            name, origin, spec_file, metrics = item
+            spec = heapkit.load_spec(spec_file)
+            built = hb.build(spec, out / "designs" / name / f"lib{name}.so")
+            held = hb.built_footprint(built, trace)
+            mechanisms = " + ".join(a["mechanism"] for a in spec.allocators)
+            return BuiltDesign(name, origin, Path(spec_file), built.shared_library, mechanisms, float(metrics["work"]),
+                               int(metrics["peak_footprint"]), held)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:
+            built = list(pool.map(make, wanted))
+        for d in built:
+            if not d.footprint_matches:
+                say("build", f"{d.name}: the built heap held {d.heap_peak_bytes_held:,} B where the simulator "
+                             f"predicted {d.predicted_footprint:,} B")
+        timeline = {}
+        simulated = heapkit.simulate(trace, [heapkit.load_spec(d.spec_file) for d in built] + [heapkit.preset("KNG")],
                                      threads=threads)
         for r in simulated:
             timeline[f"{r.name} (simulated)"] = [list(s) for s in r.footprint_samples]
-        _save(out / "verify.json", {"measured": measured, "program": programs, "timeline": timeline})
-    stage("verify", verify)
+        glibc = heapkit.replay(trace, "glibc", runs=1, footprint_samples=200)
+        if glibc.runs[0].footprint_samples:
+            timeline["glibc (resident growth, replayed)"] = glibc.runs[0].footprint_samples
+        _save(out / "designs.json", {"designs": [d.to_dict() for d in built], "timeline": timeline})
+    stage("build", build)
+    designs = [BuiltDesign.from_dict(d) for d in _load(out / "designs.json")["designs"]]
 
-    def write_report() -> None:
-        say("report", "writing the report")
-        write_tune_report(out)
-    stage("report", write_report)
+    def announce(where: str) -> Callable[[int, hr.RaceResult], None]:
+        def on_round(n: int, result: hr.RaceResult) -> None:
+            racing = [s.name for s in result.standings if s.eliminated is None and not s.disqualified]
+            out_now = len(result.standings) - len(racing)
+            say(where, f"round {n}: {len(racing)} racing, {out_now} out, {result.seconds:.0f} s")
+        return on_round
 
-    verification = json.loads((out / "verify.json").read_text())
-    built = {m["name"]: m for m in verification["measured"] if m["kind"] == "built"}
-    runs = {r["allocator"]: r for r in verification["program"]}
-    ranked = sorted(chosen, key=lambda d: recommendation_key(runs.get(d["name"]), runs["glibc"]))
-    return TuneResult(out, [d | {"measured": built.get(d["name"], {}), "program": runs.get(d["name"], {})}
-                            for d in ranked], verification["program"], out / "report.html", state["seconds"])
+    def race_trace() -> None:
+        contenders = peers + [hr.Contender(d.name, d.library, "design") for d in designs]
+        say("race-trace", f"racing {len(contenders)} allocators on the trace")
+        result = hr.race(contenders, hr.replay_measure(trace), settings.race_settings(settings.trace_budget),
+                         keep={"glibc"}, on_round=announce("race-trace"))
+        _save(out / "race-trace.json", result.to_dict())
+    stage("race-trace", race_trace)
+    trace_race = hr.RaceResult.from_dict(_load(out / "race-trace.json"))
+
+    def race_program() -> None:
+        finalists = pick_finalists(trace_race, settings.finalists, settings.prefer,
+                                   [d.name for d in designs if d.origin == "search"])
+        by_name = {d.name: d for d in designs}
+        contenders = peers + [hr.Contender(n, by_name[n].library, "design") for n in finalists]
+        # One unmeasured run first: the program's files in the page cache, and its length
+        # known, for a timeout far beyond it.
+        warm, _ = hr.run_measured(command, hr.preload_env(None))
+        timeout = max(60.0, 20 * warm.wall_seconds)
+        say("race-program", f"racing {len(contenders)} allocators on the program ({warm.wall_seconds:.2f} s a run)")
+        result = hr.race(contenders, hr.program_measure(command, timeout=timeout),
+                         settings.race_settings(settings.program_budget), reference="glibc", keep={"glibc"},
+                         on_round=announce("race-program"))
+        _save(out / "race-program.json", result.to_dict())
+    stage("race-program", race_program)
+    program_race = hr.RaceResult.from_dict(_load(out / "race-program.json"))
+    recommendation = recommend(program_race, settings.prefer)
+    _save(out / "recommendation.json", {k: v for k, v in asdict(recommendation).items()})
+    say("report", "writing the report")
+    report = write_tune_report(out, settings.prefer)
+    return TuneResult(out, selection, report, designs, trace_race, program_race, recommendation, missing,
+                      agreement(trace_race, program_race), state["seconds"])
 
 
-def recommendation_key(run: dict | None, glibc: dict) -> tuple:
-    """The order in which built designs are recommended: those that ran the program with
-    the same output first, then those within 10% of glibc's time, then by peak resident
-    set, then by time."""
-    if run is None:
-        return (2, 0, 0, 0)
-    return (0 if run["same_output"] else 1, 0 if run["seconds"] <= 1.1 * glibc["seconds"] else 1, run["peak_rss"],
-            run["seconds"])
+def agreement(trace_race: hr.RaceResult, program_race: hr.RaceResult) -> float:
+    """Spearman's rank correlation between the median times on the trace and on the
+    program, over the allocators raced on both: how far the cheap race predicts the
+    expensive one."""
+    both = [n for n in program_race.names if n in trace_race.names]
+    return hr.spearman([trace_race.standing(n).cpu_seconds for n in both],
+                       [program_race.standing(n).cpu_seconds for n in both])
 
 
-def tune_report_data(out_dir: str | Path) -> dict:
+# ---- the report ------------------------------------------------------------------------------
+
+def _measured_set(race: hr.RaceResult, key: str, heading: str, note: str, designs: dict[str, BuiltDesign],
+                  recommended: Optional[str], time_label: str, rss_label: str) -> rp.MeasuredSet:
+    front = {s.name for s in race.front()}
+    reference = race.reference or ("glibc" if "glibc" in race.names else None)
+    points = []
+    for s in race.standings:
+        if not s.runs():
+            continue
+        if s.disqualified:
+            status = s.disqualified
+        elif s.name in front:
+            status = "on the measured front"
+        else:
+            by = race.dominated_by(s.name)
+            status = s.eliminated or (f"dominated by {', '.join(by)}" if by else "")
+        ratio = (lambda axis: race.compare(s.name, reference, axis).ratio) if reference and reference != s.name \
+            else (lambda axis: 1.0 if reference else None)
+        built = designs.get(s.name)
+        points.append(rp.MeasuredPoint(
+            s.name, s.kind, s.cpu_seconds, s.peak_rss, s.spread("cpu_seconds"), s.spread("peak_rss"),
+            s.name in front, status, s.name == recommended, ratio("cpu_seconds"), ratio("peak_rss"), len(s.runs()),
+            built.predicted_footprint if built else None, built.heap_peak_bytes_held if built else None))
+    return rp.MeasuredSet(key, heading, note + " Rule: " + race.settings.rule() + ".", points, time_label, rss_label,
+                          reference)
+
+
+def tune_report(out_dir: str | Path, prefer: str = "balanced") -> rp.Report:
     """What a tune directory's report shows, gathered from its files."""
     out = Path(out_dir)
     state = _load(out / STATE) or {}
-    profile = _load(out / "profile.json")
-    presets = _load(out / "presets.json") or []
-    front = _load(out / "search" / "front.json") or {"designs": [], "history": [], "references": {}}
-    verification = _load(out / "verify.json") or {}
-    chosen_names = {m["name"] for m in verification.get("measured", []) if m.get("kind") == "built"}
-    designs = [report.design_entry(d["name"], "chosen" if d["name"] in chosen_names else "front", d["metrics"],
-                                   show_map=d["name"] in chosen_names) for d in front["designs"]]
-    designs += [report.design_entry(p["name"], "preset", p) for p in presets]
     command = " ".join(state.get("command", []))
-    summary = f"<code>{command}</code>: " if command else ""
-    programs = verification.get("program", [])
-    if programs and chosen_names:
-        glibc = programs[0]
-        candidates = [p for p in programs if p["allocator"] in chosen_names]
-        best = min(candidates, key=lambda p: recommendation_key(p, glibc)) if candidates else None
-        if best:
-            summary += (f"the recommended design <b>{best['allocator']}</b> runs the program in {best['seconds']:.3f} s "
-                        f"({best['seconds'] / glibc['seconds']:.2f}x glibc's time) with a peak resident set of "
-                        f"{best['peak_rss'] / 2**20:.1f} MiB ({best['peak_rss'] / glibc['peak_rss']:.2f}x glibc's).")
-    return {"title": f"heapkit tune: {command or out}", "summary": summary, "profile": profile, "designs": designs,
-            "measured": verification.get("measured", []), "timeline": verification.get("timeline", {}),
-            "program": programs, "history": front.get("history", [])}
+    report = rp.Report(title=f"heapkit tune: {command or out}", command=command)
+    selection_data = _load(out / "selection.json")
+    if selection_data:
+        selection = Selection.from_dict(selection_data)
+        if selection.events == 0:
+            report.verdict = EMPTY_PROGRAM
+            return report
+        report.notes.append(selection.describe())
+        chosen = {(t.pid, t.image) for t in selection.processes}
+        report.processes = [rp.ProcessRow(t.pid, t.image, t.executable, t.events, t.threads, (t.pid, t.image) in chosen)
+                            for p in selection.programs for t in p.processes]
+    built = {d["name"]: BuiltDesign.from_dict(d) for d in (_load(out / "designs.json") or {}).get("designs", [])}
+    program = _load(out / "race-program.json")
+    recommendation = None
+    if program:
+        program_race = hr.RaceResult.from_dict(program)
+        recommendation = recommend(program_race, prefer)
+        report.verdict = recommendation.line
+        missing = [p for p in state.get("settings", {}).get("race-program", {}).get("peers", [])
+                   if p not in program_race.names]
+        if missing:
+            report.notes.append("not installed, so not measured: " + ", ".join(PEER_NAMES.get(p, p) for p in missing))
+        if not program_race.output_checked:
+            report.notes.append("glibc's own output differed from run to run: only exit statuses were compared")
+        report.program = _measured_set(
+            program_race, "program", "The measured front: the program under each allocator",
+            f"The whole command (every process it started) with each allocator preloaded, {program_race.rounds} "
+            f"interleaved rounds ({program_race.seconds:.0f} s); CPU time is user + system, peak RSS the largest "
+            f"process's. Output and exit status compared with glibc's.", built, recommendation.name,
+            "CPU time (user + system)", "peak RSS")
+    trace = _load(out / "race-trace.json")
+    if trace:
+        trace_race = hr.RaceResult.from_dict(trace)
+        note = (f"heapkit-replay of the trace with each allocator preloaded (one thread, trace order), "
+                f"{trace_race.rounds} rounds; the replayer's CPU time (decoding the trace included) and the growth "
+                "of its resident set during the replay (every page of every object touched). The designs on this "
+                "front go on to the race on the program.")
+        if program:
+            rho = agreement(trace_race, hr.RaceResult.from_dict(program))
+            if not math.isnan(rho):
+                note += f" The trace ranked the allocators' times as the program did with Spearman ρ = {rho:.2f}."
+        report.trace = _measured_set(trace_race, "trace", "The race on the trace", note, built, None,
+                                     "replay CPU time", "replay footprint")
+    report.profile = _load(out / "profile.json")
+    front_path = out / "search" / "front.json"
+    if front_path.exists():
+        front = Front.load(out / "search")
+        report.designs = [rp.design_point(d.name, "chosen" if d.name in built else "front", d.metrics,
+                                          show_map=d.name in built) for d in front.designs]
+        report.history = front.history
+        shown = {d.name for d in report.designs}
+        for name, p in front.presets.items():
+            if name not in shown and _usable(p.metrics):
+                report.designs.append(rp.design_point(name, "chosen" if name in built else "preset", p.metrics,
+                                                      show_map=name in built))
+    report.timeline = (_load(out / "designs.json") or {}).get("timeline", {})
+    return report
 
 
-def write_tune_report(out_dir: str | Path) -> Path:
-    return report.write(tune_report_data(out_dir), Path(out_dir) / "report.html")
+def _usable(metrics: dict) -> bool:
+    """A simulation that ran the whole trace (not abandoned as too slow, no failed request)."""
+    return not metrics.get("abandoned") and not metrics.get("failed")
 
 
-__all__ = ["PEERS", "TuneError", "TuneResult", "choose", "recommendation_key", "run_program", "tune", "tune_report_data",
+def write_tune_report(out_dir: str | Path, prefer: str = "balanced") -> Path:
+    return rp.write(tune_report(out_dir, prefer), Path(out_dir) / "report.html")
+
+
+__all__ = ["BuiltDesign", "EMPTY_PROGRAM", "PEERS", "PRESETS_TO_BUILD", "STAGES", "TuneError", "TuneResult",
+           "TuneSettings", "agreement", "pick_candidates", "pick_finalists", "tune", "tune_report",
            "write_tune_report"]

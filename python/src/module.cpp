@@ -348,6 +348,89 @@ std::uint64_t tracePrefix(const std::string& source, const std::string& output, 
   return written;
 }
 
+// Traces of several processes as one: each source's operations in turn, its threads
+// numbered after the previous sources' and its times after their end; the objects a
+// process still held when it ended are freed there, as the process's exit released them
+// (so one heap serving the processes one after the other holds what each held).
+// With no sources, an empty trace: the recording of a program that allocated nothing.
+nb::dict concatTraces(const std::vector<std::string>& sources, const std::string& output, const std::string& command,
+                      std::uint64_t pid) {
+  File out = openOutput(output);
+  std::uint64_t events = 0, closed = 0;
+  std::uint32_t threads = 0;
+  {
+    TraceWriter writer(out.get());
+    Header header;
+    header.pid = pid;
+    header.command = command;
+    header.source = sources.size() == 1 ? "record" : sources.empty() ? "record (no allocations)" : "record (merged)";
+    std::uint64_t timeBase = 0;
+    std::vector<std::unique_ptr<MappedFile>> files;
+    for (const std::string& source : sources) files.push_back(std::make_unique<MappedFile>(source));
+    if (!files.empty()) {
+      TraceDecoder first(files[0]->data(), files[0]->size());
+      if (first.failed()) throw TraceError(sources[0] + ": " + first.error());
+      header.startUnixNs = first.header().startUnixNs;
+      if (sources.size() == 1) header = first.header();
+    }
+    writer.begin(header);
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      TraceDecoder decoder(files[i]->data(), files[i]->size());
+      if (decoder.failed()) throw TraceError(sources[i] + ": " + decoder.error());
+      std::vector<std::uint64_t> ids;  // the source's object id -> ours
+      std::vector<bool> live;
+      std::uint64_t latest = timeBase;
+      std::uint32_t maxThread = 0, seenThreads = 0;
+      Event e;
+      while (decoder.next(e)) {
+        std::uint32_t thread = threads + e.thread;
+        if (e.thread >= seenThreads) {  // keep the OS thread ids of the process's threads
+          const auto& tids = decoder.osThreadIds();
+          for (; seenThreads < tids.size(); ++seenThreads) writer.setOsTid(threads + seenThreads, tids[seenThreads]);
+        }
+        maxThread = std::max(maxThread, e.thread);
+        std::uint64_t t = timeBase + e.time;
+        latest = std::max(latest, t);
+        if (e.op == Op::Free) {
+          writer.free(thread, t, ids[e.id]);
+          live[e.id] = false;
+        } else {
+          std::uint64_t id;
+          switch (e.op) {
+            case Op::Malloc: id = writer.malloc(thread, t, e.size); break;
+            case Op::Calloc: id = writer.calloc(thread, t, e.size); break;
+            case Op::Realloc: id = writer.realloc(thread, t, ids[e.oldId], e.size); live[e.oldId] = false; break;
+            default: id = writer.aligned(thread, t, e.alignment, e.size); break;
+          }
+          if (e.id >= ids.size()) {
+            ids.resize(e.id + 1, 0);
+            live.resize(e.id + 1, false);
+          }
+          ids[e.id] = id;
+          live[e.id] = true;
+        }
+        ++events;
+      }
+      if (decoder.failed()) throw TraceError(sources[i] + ": " + decoder.error());
+      for (std::uint64_t id = 0; id < live.size(); ++id) {
+        if (!live[id]) continue;
+        writer.free(threads, latest, ids[id]);
+        ++events;
+        ++closed;
+      }
+      if (decoder.events() > 0) threads += maxThread + 1;
+      timeBase = latest + 1;
+    }
+    writer.end();
+  }
+  closeOutput(out, output);
+  nb::dict d;
+  d["events"] = events;
+  d["freed_at_exit"] = closed;
+  d["threads"] = threads;
+  return d;
+}
+
 // ---- DMM specs and the simulator ----------------------------------------------------
 
 using heapkit::sim::ParsedSpec;
@@ -501,6 +584,7 @@ NB_MODULE(_core, m) {
       .def_prop_ro("size", &PySimulation::size)
       .def("result", &PySimulation::result);
 
+  m.def("concat_traces", &concatTraces, nb::arg("sources"), nb::arg("output"), nb::arg("command"), nb::arg("pid"));
   m.def("merge_spool", &mergeSpoolPy, nb::arg("spool"), nb::arg("out"));
   m.def("decode_speed", &decodeSpeed, nb::arg("path"), nb::arg("repeats") = 3, nb::arg("check_liveness") = true);
 }

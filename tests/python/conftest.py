@@ -141,6 +141,29 @@ int main(int argc, char** argv) {
   return 0;
 }
 """,
+    # A driver that allocates little and runs the programs named on its command line one
+    # after the other, as a compiler driver or a shell script does: heapkit tune must tune
+    # on the busiest of them, not on the driver.
+    "driver": r"""
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char** argv) {
+  void* volatile p = malloc(99);
+  free(p);
+  for (int i = 1; i < argc; i++) {  /* each argument: a command line for sh */
+    pid_t child = fork();
+    if (child == 0) {
+      execl("/bin/sh", "sh", "-c", argv[i], (char*)NULL);
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
+  }
+  return 0;
+}
+""",
     "mtrace": r"""
 #include <mcheck.h>
 #include <stdlib.h>
@@ -172,6 +195,29 @@ def programs(tmp_path_factory) -> dict[str, Path]:
         subprocess.run([cc, "-O1", "-pthread", "-o", str(exe), str(src)], check=True)
         built[name] = exe
     return built
+
+
+# A malloc made slow on purpose, preloaded over glibc's: a race must tell it from glibc.
+SLOW_MALLOC = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stddef.h>
+extern void* __libc_malloc(size_t);
+void* malloc(size_t size) {
+  for (volatile int spin = 0; spin < 2000; spin++) {
+  }
+  return __libc_malloc(size);
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def slow_malloc(tmp_path_factory) -> Path:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    out = tmp_path_factory.mktemp("slow")
+    (out / "slow.c").write_text(SLOW_MALLOC)
+    subprocess.run([cc, "-O1", "-shared", "-fPIC", "-o", str(out / "libslow.so"), str(out / "slow.c")], check=True)
+    return out / "libslow.so"
 
 
 @pytest.fixture

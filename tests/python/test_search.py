@@ -230,5 +230,5 @@ def test_static_library_links_into_a_program_with_the_cmake_snippet(tmp_path):
 
 def test_build_reports_a_compiler_error_in_one_message(tmp_path, monkeypatch):
     monkeypatch.setenv("CXX", "false")
-    with pytest.raises(hb.BuildError, match="compiling libx.so failed"):
+    with pytest.raises(hb.BuildError, match="building libx.so failed"):
         hb.build(heapkit.preset("KNG"), tmp_path / "libx.so")

@@ -1,0 +1,104 @@
+"""The recommendation rule on hand-made measurement tables: never a dominated point, a peer
+when it dominates every built design, --prefer picking as documented."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from heapkit import race as hr
+from heapkit.recommend import PREFERENCES, recommend
+
+
+def table(rows: dict[str, tuple[str, float, float]], rounds: int = 8, noise: float = 0.004, seed: int = 1,
+          reference: str = "glibc") -> hr.RaceResult:
+    """A race result from a hand-made table: name -> (kind, CPU seconds, peak RSS in MiB),
+    each round a little noise around those figures."""
+    rng = random.Random(seed)
+    standings = []
+    for name, (kind, seconds, rss) in rows.items():
+        samples = [hr.Sample(seconds * (1 + rng.uniform(-noise, noise)), int(rss * 2**20 * (1 + rng.uniform(-noise, noise) / 4)))
+                   for _ in range(rounds)]
+        standings.append(hr.Standing(hr.Contender(name, None, kind), samples))
+    return hr.RaceResult(standings, hr.RaceSettings(), rounds, 1.0, reference if reference in rows else None)
+
+
+PEERS = {"glibc": ("peer", 1.00, 20.0), "mimalloc": ("peer", 0.80, 22.0), "jemalloc": ("peer", 0.90, 21.0)}
+
+
+def test_a_dominated_design_is_never_recommended():
+    race = table(dict(PEERS, bloated=("design", 1.10, 30.0), slow=("design", 1.30, 20.5)))
+    assert race.dominates("glibc", "bloated") and race.dominates("glibc", "slow")
+    for prefer in PREFERENCES:
+        r = recommend(race, prefer)
+        assert r.name not in ("bloated", "slow")
+        assert r.dominated_by == [] and not race.dominated_by(r.name)
+
+
+def test_a_peer_that_dominates_every_design_is_recommended_in_one_line():
+    race = table(dict(PEERS, d1=("design", 0.85, 23.0), d2=("design", 0.95, 22.5)))
+    assert race.dominates("mimalloc", "d1") and race.dominates("jemalloc", "d2")
+    r = recommend(race, "balanced")
+    assert r.kind == "peer" and r.line.startswith(f"no design heapkit built beats {r.name} on this program")
+    assert "\n" not in r.line and "--prefer balanced" in r.line
+
+
+def test_a_design_on_the_front_that_beats_the_peers_is_recommended():
+    race = table(dict(PEERS, mine=("design", 0.78, 19.0)))
+    r = recommend(race, "balanced")
+    assert r.name == "mine" and r.is_design and r.line.startswith("recommended (--prefer balanced): mine")
+    assert r.time_ratio == pytest.approx(0.78, rel=0.02) and r.rss_ratio == pytest.approx(0.95, rel=0.02)
+    assert r.front == ["mine"]
+
+
+def test_prefer_picks_the_documented_point():
+    # A front of three: fast and big, balanced, small and slow.
+    rows = {"glibc": ("peer", 1.00, 30.0), "fast": ("design", 0.60, 40.0), "middle": ("design", 0.75, 22.0),
+            "small": ("peer", 1.20, 18.0)}
+    race = table(rows)
+    assert {s.name for s in race.front()} == {"fast", "middle", "small"}
+    assert recommend(race, "time").name == "fast"
+    assert recommend(race, "memory").name == "small"
+    # balanced: least (time / best time) x (RSS / best RSS): 0.75/0.6 * 22/18 = 1.53 beats 40/18 = 2.22 and 2.
+    assert recommend(race, "balanced").name == "middle"
+
+
+def test_prefer_time_takes_the_smaller_of_two_tied_on_time():
+    rows = {"glibc": ("peer", 1.00, 30.0), "quick": ("peer", 0.700, 40.0), "quick-small": ("design", 0.705, 25.0)}
+    race = table(rows, rounds=10)
+    assert race.compare("quick-small", "quick", "cpu_seconds").outcome == "tied"
+    assert recommend(race, "time").name == "quick-small"
+
+
+def test_a_design_the_race_cannot_tell_from_the_best_peer_is_not_recommended():
+    # 0.5% faster and 0.3% smaller than glibc: within the margins, so tied on both.
+    race = table({"glibc": ("peer", 1.00, 30.0), "tcmalloc": ("peer", 1.10, 40.0), "same": ("design", 0.995, 29.9)},
+                 rounds=12)
+    assert race.compare("same", "glibc", "cpu_seconds").outcome == "tied"
+    r = recommend(race, "balanced")
+    assert r.name == "glibc" and r.line.startswith("no design heapkit built beats glibc")
+
+
+def test_a_disqualified_design_is_never_recommended():
+    race = table(dict(PEERS, wrong=("design", 0.5, 10.0)))
+    race.standing("wrong").disqualified = "its output differs from glibc's"
+    assert all(recommend(race, p).name != "wrong" for p in PREFERENCES)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_tables_never_get_a_dominated_recommendation(seed):
+    rng = random.Random(seed)
+    rows = {"glibc": ("peer", 1.0, 20.0)}
+    for i in range(rng.randint(1, 5)):
+        rows[f"peer{i}"] = ("peer", rng.uniform(0.5, 1.5), rng.uniform(10, 40))
+    for i in range(rng.randint(0, 5)):
+        rows[f"design{i}"] = ("design", rng.uniform(0.5, 1.5), rng.uniform(10, 40))
+    race = table(rows, noise=rng.choice([0.002, 0.02, 0.08]), seed=seed)
+    for prefer in PREFERENCES:
+        r = recommend(race, prefer)
+        assert not race.dominated_by(r.name), (prefer, r.name, race.dominated_by(r.name))
+        chosen = race.standing(r.name)
+        # nor beaten on both medians by anything the race put on the front
+        for s in race.front():
+            assert not (s.cpu_seconds < chosen.cpu_seconds and s.peak_rss < chosen.peak_rss), (prefer, r.name, s.name)
