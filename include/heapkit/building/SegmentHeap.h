@@ -1,16 +1,18 @@
 // SegmentHeap: reserved segments carved into spans of 64 KiB slices (mimalloc's segments
 // and spans, tcmalloc's page heap). ScalableHeap takes every superblock (a span of one
-// slice) and every medium block (a span of several) from it, so medium blocks cost no
-// system call each: a freed span is reused by the next request that fits, and its pages
-// go back to the OS only after a delay, or when the free pages kept exceed a budget that
-// follows what the program used recently.
+// slice) and every medium block (a span of several, up to 32 MiB) from it, so such
+// blocks cost no system call each: a freed span is reused by the next request that fits,
+// and its pages go back to the OS only after a delay, or when the free pages kept exceed
+// a budget that follows what the program uses.
 //
-//  - A segment is 64 slices (4 MiB), one block of the parent (its top heap), with its
-//    metadata (one entry per slice: about 3 KiB) at the block's start, before the first
-//    slice. Slices are aligned to 64 KiB, so a superblock's header is found by masking.
-//  - A free span is found best fit by length (a list per length and a bitmap of the
-//    non-empty lists; the span freed last first, its pages the likeliest to be resident)
-//    and split; a freed span merges with free neighbours in its segment.
+//  - A segment is at least 64 slices (4 MiB), or as many as a bigger span needs: one
+//    block of the parent (its top heap), with its metadata (one entry per slice) at the
+//    block's start, before the first slice. Slices are aligned to 64 KiB, so a
+//    superblock's header is found by masking.
+//  - A free span is taken first fit among the few freed last that still have their pages
+//    (reusing them faults nothing in), else best fit by length (a list per length up to
+//    63 slices, one list of longer spans, and a bitmap of the non-empty lists), and split;
+//    a freed span merges with free neighbours in its segment.
 //  - Residency is tracked per slice: the first `resident` bytes of a slice are counted
 //    resident by the top heap, the rest purged (core/HeapContract.h, PurgingHeap). A new
 //    segment is purged whole (its pages were never touched: this takes them out of the
@@ -23,12 +25,18 @@
 //    deterministic). Each slice remembers when it was freed, so a span freed now and
 //    merged with an old free neighbour does not keep the neighbour's pages young. Free
 //    spans with resident pages are kept in an age list by their oldest such slice. And
-//    the free resident bytes are kept within a budget: what the
-//    spans in use were at their peak over the last one or two delays, less what is in
-//    use now (the memory the program is likely to ask back soon), at least
-//    minResidentFreeBytes, at most maxResidentFreeBytes; beyond it, the spans freed
-//    longest ago are purged first.
-//  - A segment whose slices are all free and purged goes back to the parent.
+//    the free resident bytes are kept within a budget that follows the program, the
+//    largest of: what is in use now (divided by inUseShare); what the spans in use were
+//    at their peak over the last one or two delays less what is in use now (the memory
+//    the program is likely to ask back soon); twice the longest span freed in that time
+//    (a loop replacing big blocks reuses the last one freed: glibc's trim threshold
+//    follows its mmap threshold at 2x for the same reason); at least
+//    minResidentFreeBytes, at most maxResidentFreeBytes. Beyond it, the spans freed
+//    longest ago are purged first. (With blocks of 120-710 KiB replaced at random, free
+//    space is fragmented: a budget of a quarter of what was in use purged and faulted in
+//    a fifth of every block.)
+//  - A segment whose slices are all free and purged goes back to the parent, unless the
+//    other segments could not hold what was in use at the recent peak.
 // Not thread-safe: ScalableHeap calls it under its pool lock.
 //
 // Counted (core/Counting.h): every slice entry, list link and bin read or written, one
@@ -49,32 +57,33 @@ namespace heapkit {
 
 namespace segment {
 inline constexpr std::size_t kSliceBytes = superblock::kBytes;
-inline constexpr std::size_t kSlices = 64;
+inline constexpr std::size_t kSlices = 64;  // of an ordinary segment (a bigger span gets a bigger one)
 inline constexpr std::size_t kSegmentBytes = kSlices * kSliceBytes;  // 4 MiB
+inline constexpr std::size_t kBins = 64;    // lengths 1 to 63, then one list of longer spans
 }  // namespace segment
 
 struct SegmentConfig {
-  // Span operations a free span keeps its pages for (then they are purged).
-  std::uint64_t purgeDelay = 1024;
-  // The budget of free resident bytes never falls below this nor rises above that.
+  // Span operations a free slice keeps its pages for (then they are purged).
+  std::uint64_t purgeDelay = 4096;
+  // The budget of free resident bytes: at least the bytes in use divided by inUseShare,
+  // never less than minResidentFreeBytes nor more than maxResidentFreeBytes.
   std::size_t minResidentFreeBytes = 4 * 1024 * 1024;
   std::size_t maxResidentFreeBytes = 64 * 1024 * 1024;
+  std::size_t inUseShare = 1;
 };
 
 template <SizedHeap Super>
   requires PurgingHeap<Super>
 class SegmentHeap : public Super {
-  using SlicePages = std::uint32_t;
-
  public:
   // One entry per slice. A span's first and last entries hold its length and whether it
   // is free; every entry holds its slice's resident bytes; a free span's first entry
   // links it into its length's list and, while it has resident pages, the age list.
   struct SliceEntry {
-    std::uint16_t spanSlices;
-    std::uint8_t free;
-    std::uint8_t index;      // of the slice in its segment
+    std::uint32_t spanSlices;
+    std::uint32_t index;     // of the slice in its segment
     std::uint32_t resident;  // bytes from the slice's start counted resident (whole pages)
+    std::uint32_t free;
     SliceEntry* prevFree;
     SliceEntry* nextFree;
     SliceEntry* prevAge;      // toward the span freed last
@@ -89,11 +98,15 @@ class SegmentHeap : public Super {
     char* firstSlice;
     std::size_t purgedBytes;  // of the block, purged and not reused: reused before it goes back
     std::size_t usedSlices;
-    SliceEntry slices[segment::kSlices];
+    std::size_t sliceCount;
+    SliceEntry* slices() { return reinterpret_cast<SliceEntry*>(this + 1); }
   };
+  static_assert(sizeof(Segment) % alignof(SliceEntry) == 0);
 
   static constexpr std::size_t kSliceBytes = segment::kSliceBytes;
-  static constexpr std::size_t kMaxSpanSlices = segment::kSlices;
+  static constexpr std::size_t kResidentProbes = 8;
+  // Spans of up to 2^30 slices (64 TiB): the entries' 32-bit fields.
+  static constexpr std::size_t kMaxSpanSlices = std::size_t{1} << 30;
 
   template <class... SuperArgs>
   explicit SegmentHeap(const SegmentConfig& config, SuperArgs&&... superArgs)
@@ -110,14 +123,15 @@ class SegmentHeap : public Super {
     }
   }
 
-  // A span of `slices` slices (1 to 64), aligned to 64 KiB, or nullptr when the parent
-  // has no memory; `segment` is set to the segment holding it, which every other call
-  // about the span takes.
+  // A span of `slices` slices (1 to kMaxSpanSlices), aligned to 64 KiB, or nullptr when
+  // the parent has no memory; `segment` is set to the segment holding it, which every
+  // other call about the span takes.
   void* allocSpan(std::size_t slices, Segment*& segment) {
+    if (slices == 0 || slices > kMaxSpanSlices) return nullptr;
     tick();
     SliceEntry* entry = takeFreeSpan(slices);
     if (entry == nullptr) {
-      if (!addSegment()) return nullptr;
+      if (!addSegment(slices)) return nullptr;
       entry = takeFreeSpan(slices);
     }
     segment = segmentOf(entry);
@@ -134,26 +148,27 @@ class SegmentHeap : public Super {
   void freeSpan(Segment* segment, void* span, bool purgeNow = false) {
     tick();
     std::size_t index = sliceIndex(segment, span);
-    SliceEntry* first = &segment->slices[index];
+    SliceEntry* first = &segment->slices()[index];
     std::size_t slices = loadMetadata(*this, first->spanSlices);
     storeMetadata(*this, segment->usedSlices, loadMetadata(*this, segment->usedSlices) - slices);
     inUseSlices_ -= slices;
+    if (slices > windowBiggestFree_) windowBiggestFree_ = slices;
     if (purgeNow) purgeSlices(segment, index, slices);
     std::size_t resident = 0;
     for (std::size_t i = index; i < index + slices; ++i) {
       countStep(*this);
-      resident += loadMetadata(*this, segment->slices[i].resident);
-      storeMetadata(*this, segment->slices[i].freedAt, clock_);
+      resident += loadMetadata(*this, segment->slices()[i].resident);
+      storeMetadata(*this, segment->slices()[i].freedAt, clock_);
     }
     residentFreeBytes_ += resident;
     std::uint64_t ageKey = clock_;
     // Merge with the free neighbours: the span before ends at index - 1, the one after
     // starts at index + slices. Each slice keeps its own age.
     if (index > 0) {
-      SliceEntry* before = &segment->slices[index - 1];
+      SliceEntry* before = &segment->slices()[index - 1];
       if (loadMetadata(*this, before->free) != 0) {
         std::size_t beforeSlices = loadMetadata(*this, before->spanSlices);
-        SliceEntry* beforeFirst = &segment->slices[index - beforeSlices];
+        SliceEntry* beforeFirst = &segment->slices()[index - beforeSlices];
         ageKey = olderKey(ageKey, beforeFirst);
         resident += loadMetadata(*this, beforeFirst->residentSum);
         unlinkFree(beforeFirst);
@@ -161,8 +176,8 @@ class SegmentHeap : public Super {
         slices += beforeSlices;
       }
     }
-    if (index + slices < segment::kSlices) {
-      SliceEntry* after = &segment->slices[index + slices];
+    if (index + slices < loadMetadata(*this, segment->sliceCount)) {
+      SliceEntry* after = &segment->slices()[index + slices];
       if (loadMetadata(*this, after->free) != 0) {
         ageKey = olderKey(ageKey, after);
         resident += loadMetadata(*this, after->residentSum);
@@ -174,11 +189,7 @@ class SegmentHeap : public Super {
     storeMetadata(*this, merged->residentSum, std::uint64_t{resident});
     storeMetadata(*this, merged->ageKey, ageKey);
     linkFree(merged);
-    if (loadMetadata(*this, segment->usedSlices) == 0 && resident == 0) {
-      releaseSegment(segment);
-    } else {
-      purgeOverBudget();
-    }
+    if (!releaseIfUnneeded(segment)) purgeOverBudget();
   }
 
   // The pages in [from, to) of a span in use are in use: the parts of them counted purged
@@ -189,7 +200,7 @@ class SegmentHeap : public Super {
     std::size_t end = alignUp(static_cast<std::size_t>(to - firstSlice), superblock::kPageBytes);
     for (std::size_t index = start / kSliceBytes; index * kSliceBytes < end; ++index) {
       countStep(*this);
-      SliceEntry* entry = &segment->slices[index];
+      SliceEntry* entry = &segment->slices()[index];
       std::size_t want = end - index * kSliceBytes < kSliceBytes ? end - index * kSliceBytes : kSliceBytes;
       std::size_t resident = loadMetadata(*this, entry->resident);
       if (want <= resident) continue;
@@ -204,7 +215,7 @@ class SegmentHeap : public Super {
   void purgeSliceTail(Segment* segment, char* from) {
     char* firstSlice = loadMetadata(*this, segment->firstSlice);
     std::size_t index = static_cast<std::size_t>(from - firstSlice) / kSliceBytes;
-    SliceEntry* entry = &segment->slices[index];
+    SliceEntry* entry = &segment->slices()[index];
     std::size_t keep = static_cast<std::size_t>(from - firstSlice) - index * kSliceBytes;
     std::size_t resident = loadMetadata(*this, entry->resident);
     if (resident <= keep) return;
@@ -214,28 +225,28 @@ class SegmentHeap : public Super {
 
   // Bytes from the start of `slice` (in use) counted resident.
   std::size_t residentPrefix(Segment* segment, const void* slice) {
-    return loadMetadata(*this, segment->slices[sliceIndex(segment, slice)].resident);
+    return loadMetadata(*this, segment->slices()[sliceIndex(segment, slice)].resident);
   }
 
   // Slices not in a span in use, over every segment (tests, and the pool's count).
-  std::size_t freeSlices() const { return segmentCount_ * segment::kSlices - inUseSlices_; }
+  std::size_t freeSlices() const { return totalSlices_ - inUseSlices_; }
   std::size_t segmentCount() const { return segmentCount_; }
   // Resident bytes of free spans, kept for reuse.
   std::size_t residentFreeBytes() const { return residentFreeBytes_; }
   // The most free resident bytes kept now.
   std::size_t residentFreeBudget() const {
-    std::size_t recentPeak = windowPeakSlices_ > lastWindowPeakSlices_ ? windowPeakSlices_ : lastWindowPeakSlices_;
-    std::size_t budget = (recentPeak - inUseSlices_) * kSliceBytes;
+    std::size_t budget = (recentPeakSlices() - inUseSlices_) * kSliceBytes;
+    std::size_t share = inUseSlices_ * kSliceBytes / config_.inUseShare;
+    if (budget < share) budget = share;
+    std::size_t biggest = 2 * kSliceBytes * (windowBiggestFree_ > lastWindowBiggestFree_ ? windowBiggestFree_ : lastWindowBiggestFree_);
+    if (budget < biggest) budget = biggest;
     if (budget < config_.minResidentFreeBytes) return config_.minResidentFreeBytes;
     return budget < config_.maxResidentFreeBytes ? budget : config_.maxResidentFreeBytes;
   }
   const SegmentConfig& segmentConfig() const { return config_; }
 
  private:
-  static Segment* segmentOf(SliceEntry* entry) {
-    SliceEntry* first = entry - entry->index;
-    return reinterpret_cast<Segment*>(reinterpret_cast<char*>(first) - offsetof(Segment, slices));
-  }
+  static Segment* segmentOf(SliceEntry* entry) { return reinterpret_cast<Segment*>(entry - entry->index) - 1; }
   std::size_t sliceIndex(Segment* segment, const void* address) {
     return static_cast<std::size_t>(static_cast<const char*>(address) - loadMetadata(*this, segment->firstSlice)) /
            kSliceBytes;
@@ -247,19 +258,28 @@ class SegmentHeap : public Super {
     if (clock_ - windowStart_ >= config_.purgeDelay) {
       lastWindowPeakSlices_ = windowPeakSlices_;
       windowPeakSlices_ = inUseSlices_;
+      lastWindowBiggestFree_ = windowBiggestFree_;
+      windowBiggestFree_ = 0;
       windowStart_ = clock_;
+      // The peak fell: empty segments kept for it may go.
+      for (Segment* segment = segments_; segment != nullptr;) {
+        countStep(*this);
+        Segment* next = loadMetadata(*this, segment->next);
+        releaseIfUnneeded(segment);
+        segment = next;
+      }
     }
     purgeIdle();
   }
 
   // Writes a span's first and last entries; returns the first.
   SliceEntry* markSpan(Segment* segment, std::size_t index, std::size_t slices, bool free) {
-    SliceEntry* first = &segment->slices[index];
-    SliceEntry* last = &segment->slices[index + slices - 1];
-    storeMetadata(*this, first->spanSlices, static_cast<std::uint16_t>(slices));
-    storeMetadata(*this, first->free, static_cast<std::uint8_t>(free));
-    storeMetadata(*this, last->spanSlices, static_cast<std::uint16_t>(slices));
-    storeMetadata(*this, last->free, static_cast<std::uint8_t>(free));
+    SliceEntry* first = &segment->slices()[index];
+    SliceEntry* last = &segment->slices()[index + slices - 1];
+    storeMetadata(*this, first->spanSlices, static_cast<std::uint32_t>(slices));
+    storeMetadata(*this, first->free, static_cast<std::uint32_t>(free));
+    storeMetadata(*this, last->spanSlices, static_cast<std::uint32_t>(slices));
+    storeMetadata(*this, last->free, static_cast<std::uint32_t>(free));
     return first;
   }
 
@@ -267,7 +287,7 @@ class SegmentHeap : public Super {
     std::size_t sum = 0;
     for (std::size_t i = index; i < index + slices; ++i) {
       countStep(*this);
-      sum += loadMetadata(*this, segment->slices[i].resident);
+      sum += loadMetadata(*this, segment->slices()[i].resident);
     }
     return sum;
   }
@@ -279,8 +299,10 @@ class SegmentHeap : public Super {
     linkBin(entry);
     if (loadMetadata(*this, entry->residentSum) != 0) linkAgeByKey(entry);
   }
+  static std::size_t binOf(std::size_t slices) { return (slices < segment::kBins ? slices : segment::kBins) - 1; }
+
   void linkBin(SliceEntry* entry) {
-    std::size_t bin = loadMetadata(*this, entry->spanSlices) - 1u;
+    std::size_t bin = binOf(loadMetadata(*this, entry->spanSlices));
     SliceEntry* head = loadMetadata(*this, bins_[bin]);
     storeMetadata(*this, entry->prevFree, nullptr);
     storeMetadata(*this, entry->nextFree, head);
@@ -291,7 +313,7 @@ class SegmentHeap : public Super {
 
   // Off its length's list and the age list; its resident bytes stay counted free.
   void unlinkFree(SliceEntry* entry) {
-    std::size_t bin = loadMetadata(*this, entry->spanSlices) - 1u;
+    std::size_t bin = binOf(loadMetadata(*this, entry->spanSlices));
     SliceEntry* prev = loadMetadata(*this, entry->prevFree);
     SliceEntry* next = loadMetadata(*this, entry->nextFree);
     if (prev != nullptr) storeMetadata(*this, prev->nextFree, next);
@@ -345,16 +367,50 @@ class SegmentHeap : public Super {
     else ageOldest_ = prev;
   }
 
-  // Best fit by length, the span freed last among equals; split, the rest stays free
-  // with the age of the whole (its place in the age list). Null when no free span is
-  // long enough.
+  // Among the spans freed last that still have their pages, the first long enough, or
+  // null. Taking a purged span of the best length instead would fault its pages in while
+  // resident ones wait to be purged: with blocks of 120-710 KiB replaced at random, best
+  // fit alone faulted in a tenth of every block allocated.
+  SliceEntry* residentFit(std::size_t slices) {
+    SliceEntry* entry = ageNewest_;
+    for (std::size_t probes = 0; entry != nullptr && probes < kResidentProbes; ++probes) {
+      countStep(*this);
+      if (loadMetadata(*this, entry->spanSlices) >= slices) return entry;
+      entry = loadMetadata(*this, entry->nextAge);
+    }
+    return nullptr;
+  }
+
+  // The shortest span of the list of long ones that holds `slices`, or null.
+  SliceEntry* bestFitLong(std::size_t slices) {
+    SliceEntry* best = nullptr;
+    std::size_t bestSlices = SIZE_MAX;
+    for (SliceEntry* entry = loadMetadata(*this, bins_[segment::kBins - 1]); entry != nullptr;
+         entry = loadMetadata(*this, entry->nextFree)) {
+      countStep(*this);
+      std::size_t length = loadMetadata(*this, entry->spanSlices);
+      if (length >= slices && length < bestSlices) {
+        best = entry;
+        bestSlices = length;
+      }
+    }
+    return best;
+  }
+
+  // The first span long enough among the few freed last with resident pages; else best
+  // fit by length (the span freed last among equals). Split: the rest stays free with the
+  // age of the whole (its place in the age list). Null when no free span is long enough.
   SliceEntry* takeFreeSpan(std::size_t slices) {
-    std::uint64_t candidates = loadMetadata(*this, nonEmptyBins_) & (~std::uint64_t{0} << (slices - 1));
-    countStep(*this);
-    if (candidates == 0) return nullptr;
-    std::size_t bin = static_cast<std::size_t>(std::countr_zero(candidates));
-    SliceEntry* entry = loadMetadata(*this, bins_[bin]);
-    std::size_t length = bin + 1;
+    SliceEntry* entry = residentFit(slices);
+    if (entry == nullptr) {
+      std::uint64_t candidates = loadMetadata(*this, nonEmptyBins_) & (~std::uint64_t{0} << binOf(slices));
+      countStep(*this);
+      if (candidates == 0) return nullptr;
+      std::size_t bin = static_cast<std::size_t>(std::countr_zero(candidates));
+      entry = bin + 1 < segment::kBins ? loadMetadata(*this, bins_[bin]) : bestFitLong(slices);
+      if (entry == nullptr) return nullptr;
+    }
+    std::size_t length = loadMetadata(*this, entry->spanSlices);
     Segment* segment = segmentOf(entry);
     std::size_t index = loadMetadata(*this, entry->index);
     std::uint64_t resident = loadMetadata(*this, entry->residentSum);
@@ -395,7 +451,7 @@ class SegmentHeap : public Super {
     std::size_t purged = 0;
     for (std::size_t i = index; i < index + slices; ++i) {
       countStep(*this);
-      SliceEntry* entry = &segment->slices[i];
+      SliceEntry* entry = &segment->slices()[i];
       std::size_t resident = loadMetadata(*this, entry->resident);
       if (resident == 0 || !purgeable(entry)) continue;
       char* start = firstSlice + i * kSliceBytes;
@@ -414,16 +470,28 @@ class SegmentHeap : public Super {
     return purgeSlicesIf(segment, index, slices, [](SliceEntry*) { return true; });
   }
 
-  // The free span's slices idle for longer than the delay (all of them, `all`) lose their
-  // pages; the span stays free, and takes the age of its oldest slice still resident.
-  void purgeFreeSpan(SliceEntry* entry, bool all) {
+  // The free span's slices idle for longer than the delay lose their pages, or (with
+  // `needBytes`) its last slices, enough of them to purge that many bytes: the span is
+  // split from its start, so its first slices are the ones reused next. The span stays
+  // free, and takes the age of its oldest slice still resident.
+  void purgeFreeSpan(SliceEntry* entry, std::size_t needBytes = 0) {
     Segment* segment = segmentOf(entry);
     std::size_t index = loadMetadata(*this, entry->index);
     std::size_t slices = loadMetadata(*this, entry->spanSlices);
     unlinkAge(entry);
-    std::size_t purged = purgeSlicesIf(segment, index, slices, [&](SliceEntry* slice) {
-      return all || clock_ - loadMetadata(*this, slice->freedAt) > config_.purgeDelay;
-    });
+    std::size_t purged;
+    if (needBytes != 0) {
+      std::size_t from = index + slices;
+      for (std::size_t found = 0; from > index && found < needBytes;) {
+        countStep(*this);
+        found += loadMetadata(*this, segment->slices()[--from].resident);
+      }
+      purged = purgeSlicesIf(segment, from, index + slices - from, [](SliceEntry*) { return true; });
+    } else {
+      purged = purgeSlicesIf(segment, index, slices, [&](SliceEntry* slice) {
+        return clock_ - loadMetadata(*this, slice->freedAt) > config_.purgeDelay;
+      });
+    }
     residentFreeBytes_ -= purged;
     std::uint64_t resident = loadMetadata(*this, entry->residentSum) - purged;
     storeMetadata(*this, entry->residentSum, resident);
@@ -431,21 +499,21 @@ class SegmentHeap : public Super {
       std::uint64_t oldest = UINT64_MAX;
       for (std::size_t i = index; i < index + slices; ++i) {
         countStep(*this);
-        SliceEntry* slice = &segment->slices[i];
+        SliceEntry* slice = &segment->slices()[i];
         if (loadMetadata(*this, slice->resident) != 0 && loadMetadata(*this, slice->freedAt) < oldest)
           oldest = loadMetadata(*this, slice->freedAt);
       }
       storeMetadata(*this, entry->ageKey, oldest);
       linkAgeByKey(entry);
-    } else if (loadMetadata(*this, segment->usedSlices) == 0) {
-      releaseSegment(segment);
+    } else {
+      releaseIfUnneeded(segment);
     }
   }
 
   void purgeIdle() {
     while (ageOldest_ != nullptr && clock_ - loadMetadata(*this, ageOldest_->ageKey) > config_.purgeDelay) {
       countStep(*this);
-      purgeFreeSpan(ageOldest_, false);
+      purgeFreeSpan(ageOldest_);
     }
   }
 
@@ -453,46 +521,69 @@ class SegmentHeap : public Super {
     std::size_t budget = residentFreeBudget();
     while (residentFreeBytes_ > budget && ageOldest_ != nullptr) {
       countStep(*this);
-      purgeFreeSpan(ageOldest_, true);
+      purgeFreeSpan(ageOldest_, residentFreeBytes_ - budget);
     }
   }
 
   // ---- segments -----------------------------------------------------------------------
 
-  bool addSegment() {
-    constexpr std::size_t kBytes = sizeof(Segment) + kSliceBytes + segment::kSegmentBytes;
-    void* raw = Super::malloc(kBytes);
+  // A segment of at least `slices` slices: 64, or for a longer span the next power of
+  // two, so that the segment can serve the next, somewhat longer span when this one is
+  // freed (a loop replacing 5-25 MiB blocks mapped a new segment and faulted it in for a
+  // third of its blocks with segments of the span's length, and purged old ones as often).
+  bool addSegment(std::size_t slices) {
+    std::size_t count = slices > segment::kSlices ? std::bit_ceil(slices) : segment::kSlices;
+    std::size_t metadata = sizeof(Segment) + count * sizeof(SliceEntry);
+    void* raw = Super::malloc(metadata + kSliceBytes + count * kSliceBytes);
     if (raw == nullptr) return false;
     auto* segment = new (raw) Segment();
     auto start = reinterpret_cast<std::uintptr_t>(raw);
-    char* firstSlice = reinterpret_cast<char*>(alignUp(start + sizeof(Segment), kSliceBytes));
+    SliceEntry* entries = segment->slices();
+    for (std::size_t i = 0; i < count; ++i) {
+      countStep(*this);
+      new (&entries[i]) SliceEntry();
+      storeMetadata(*this, entries[i].index, static_cast<std::uint32_t>(i));
+    }
+    char* firstSlice = reinterpret_cast<char*>(alignUp(start + metadata, kSliceBytes));
     storeMetadata(*this, segment->firstSlice, firstSlice);
+    storeMetadata(*this, segment->sliceCount, count);
     storeMetadata(*this, segment->next, segments_);
     storeMetadata(*this, segment->prev, nullptr);
     if (segments_ != nullptr) storeMetadata(*this, segments_->prev, segment);
     segments_ = segment;
     ++segmentCount_;
+    totalSlices_ += count;
     // The block's pages after the metadata were never touched: out of the resident count.
-    char* purgeFrom = reinterpret_cast<char*>(alignUp(start + sizeof(Segment), superblock::kPageBytes));
+    char* purgeFrom = reinterpret_cast<char*>(alignUp(start + metadata, superblock::kPageBytes));
     char* purgeTo = reinterpret_cast<char*>((start + Super::getSize(raw)) & ~(superblock::kPageBytes - 1));
     purgePages(segment, purgeFrom, static_cast<std::size_t>(purgeTo - purgeFrom));
-    for (std::size_t i = 0; i < segment::kSlices; ++i) {
-      countStep(*this);
-      storeMetadata(*this, segment->slices[i].index, static_cast<std::uint32_t>(i));
-    }
-    linkFree(markSpan(segment, 0, segment::kSlices, true));
+    linkFree(markSpan(segment, 0, count, true));
     return true;
   }
 
-  // A segment with no span in use and no resident free page goes back to the parent.
+  // A segment with no span in use and no resident free page goes back to the parent,
+  // unless the program needs it: the other segments could not hold what was in use at
+  // the recent peak (it would map a new one soon).
+  bool releaseIfUnneeded(Segment* segment) {
+    if (loadMetadata(*this, segment->usedSlices) != 0) return false;
+    if (loadMetadata(*this, segment->slices()[0].residentSum) != 0) return false;
+    if (totalSlices_ - loadMetadata(*this, segment->sliceCount) < recentPeakSlices()) return false;
+    releaseSegment(segment);
+    return true;
+  }
+  std::size_t recentPeakSlices() const {
+    return windowPeakSlices_ > lastWindowPeakSlices_ ? windowPeakSlices_ : lastWindowPeakSlices_;
+  }
+
   void releaseSegment(Segment* segment) {
-    unlinkFree(&segment->slices[0]);
+    unlinkFree(&segment->slices()[0]);
     Segment* prev = loadMetadata(*this, segment->prev);
     Segment* next = loadMetadata(*this, segment->next);
     if (prev != nullptr) storeMetadata(*this, prev->next, next);
     else segments_ = next;
     if (next != nullptr) storeMetadata(*this, next->prev, prev);
     --segmentCount_;
+    totalSlices_ -= loadMetadata(*this, segment->sliceCount);
     giveBack(segment);
   }
 
@@ -505,7 +596,8 @@ class SegmentHeap : public Super {
   SegmentConfig config_{};
   Segment* segments_ = nullptr;
   std::size_t segmentCount_ = 0;
-  SliceEntry* bins_[segment::kSlices] = {};
+  std::size_t totalSlices_ = 0;
+  SliceEntry* bins_[segment::kBins] = {};
   std::uint64_t nonEmptyBins_ = 0;
   SliceEntry* ageNewest_ = nullptr;  // free spans with resident pages, freed last first
   SliceEntry* ageOldest_ = nullptr;
@@ -515,6 +607,8 @@ class SegmentHeap : public Super {
   std::uint64_t windowStart_ = 0;
   std::size_t windowPeakSlices_ = 0;
   std::size_t lastWindowPeakSlices_ = 0;
+  std::size_t windowBiggestFree_ = 0;  // the longest span freed in this window, and the last
+  std::size_t lastWindowBiggestFree_ = 0;
 };
 
 }  // namespace heapkit

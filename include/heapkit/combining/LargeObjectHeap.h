@@ -2,12 +2,13 @@
 // superblock header (building/Superblock.h) flagged as a large block at the start of its
 // first 64 KiB, so that free finds it from the pointer like any small object's, and so
 // that the owner's free fast path never takes it (its free token is closed):
-//  - medium blocks (up to mediumMaxBytes, alignment below 64 KiB) are spans of 64 KiB
-//    slices from the segments (building/SegmentHeap.h): a freed span is reused by the
-//    next request that fits, and its pages go back to the OS after a delay or over a
-//    budget, so a program passing 32-100 KiB records between threads, or replacing
-//    buffers of a few hundred KiB, makes no system call per block. Only the pages up to
-//    the request's last are counted resident (and handed out: getSize);
+//  - blocks up to spanMaxBytes (32 MiB, glibc's largest mmap threshold; alignment below
+//    64 KiB) are spans of 64 KiB slices from the segments (building/SegmentHeap.h): a
+//    freed span is reused by the next request that fits (a bigger one is split), and its
+//    pages go back to the OS after a delay or over a budget, so a program passing 32 KiB
+//    records between threads, or replacing buffers of a few hundred KiB or images of a
+//    few MiB, makes no system call per block. Only the pages up to the request's last are
+//    counted resident (and handed out: getSize);
 //  - larger blocks (and those aligned to 64 KiB or more) are blocks of the parent's
 //    mallocs: a cache of freed blocks (AdaptiveThresholdHeap) keeps them for reuse within
 //    a budget this layer sets, twice the biggest block freed within recentOperations
@@ -32,7 +33,7 @@
 namespace heapkit {
 
 struct LargeObjectConfig {
-  std::size_t mediumMaxBytes = 1024 * 1024;
+  std::size_t spanMaxBytes = 32 * 1024 * 1024;
   std::size_t cacheMinBytes = 4 * 1024 * 1024;
   std::size_t cacheMaxBytes = 64 * 1024 * 1024;
   std::uint64_t recentOperations = 1024;
@@ -69,7 +70,7 @@ class LargeObjectHeap : public Super {
   void* mallocLarge(std::size_t size, std::size_t alignment) {
     if (size > kMaxRequestBytes - 2 * kSb - superblock::kHeaderAreaBytes - alignment) return nullptr;
     std::size_t usable = alignUp(size, kMinAlignment);
-    if (alignment < kSb && usable <= config_.mediumMaxBytes) return mallocMedium(usable, alignment);
+    if (alignment < kSb && usable <= config_.spanMaxBytes) return mallocSpan(usable, alignment);
     return mallocFromParent(usable, alignment);
   }
 
@@ -100,7 +101,7 @@ class LargeObjectHeap : public Super {
 
  private:
   // The header sits at the start of the span, the object after it.
-  void* mallocMedium(std::size_t usable, std::size_t alignment) {
+  void* mallocSpan(std::size_t usable, std::size_t alignment) {
     std::size_t slices = (superblock::kHeaderAreaBytes + alignment + usable + kSb - 1) / kSb;
     Segment* segment = nullptr;
     auto* span = static_cast<char*>(Super::allocSpan(slices, segment));

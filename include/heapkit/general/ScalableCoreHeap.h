@@ -41,14 +41,14 @@ struct ScalableCoreConfig {
   // The small-object classes, when the heap's Classes is SizeClassTable (ignored by
   // ScalableSizeClasses, whose classes are its type's).
   SizeClassTable classes{};
-  // Medium blocks (spans) up to mediumMaxBytes; the large-block cache's budget.
+  // Blocks up to spanMaxBytes are spans; the budget of the cache of bigger ones.
   LargeObjectConfig large{};
   // Warm superblocks kept, and which classes take another class's without its pages.
   SuperblockPoolConfig pool{};
-  // The large-block cache: 8 blocks at most, none over 32 MiB (glibc's largest mmap
-  // threshold), none used for a request more than 4 times smaller, and a block unused for
-  // 1024 large operations goes back.
-  CacheLimits cache{8, 32 * 1024 * 1024, 4, 1024};
+  // The cache of blocks over LargeObjectConfig::spanMaxBytes: 8 blocks at most (each
+  // request scans them), none used for a request more than 4 times smaller, and a block
+  // unused for 1024 of its mallocs and frees goes back.
+  CacheLimits cache{8, SIZE_MAX, 4, 1024};
   // Segments: the delay (in span operations) and the budget of free resident pages.
   SegmentConfig segments{};
 };
