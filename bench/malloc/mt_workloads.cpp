@@ -246,6 +246,20 @@ std::uint64_t prodcons(unsigned threads, unsigned scale) {
   return joinAndSum(workers, sums);
 }
 
+// A block of mixedstress starts with its size, which its free checks: blocks move between
+// threads in an order that depends on timing, so the checksum is the bytes each thread
+// allocated, the same on every run and every correct allocator.
+std::size_t checkedSize(void* block) {
+  if (block == nullptr) return 0;
+  std::size_t size;
+  std::memcpy(&size, block, sizeof size);
+  if (static_cast<unsigned char*>(block)[size - 1] != static_cast<unsigned char>(size)) {
+    std::fprintf(stderr, "mixedstress: a block of %zu bytes was overwritten\n", size);
+    std::abort();
+  }
+  return size;
+}
+
 std::uint64_t mixedstress(unsigned threads, unsigned scale) {
   constexpr std::size_t kLive = 8, kSlots = 64, kPage = 4096;
   constexpr std::size_t kMinBytes = 120 * 1024, kSpanBytes = 590 * 1024;
@@ -259,25 +273,34 @@ std::uint64_t mixedstress(unsigned threads, unsigned scale) {
       std::uint64_t state = 0xA0761D6478BD642FULL * (t + 1), sum = 0;
       for (std::uint64_t i = 0; i < rounds; ++i) {
         std::size_t victim = nextRandom(state) % kLive;
-        if (blocks[victim]) sum += static_cast<unsigned char*>(blocks[victim])[0];
+        checkedSize(blocks[victim]);
         std::free(blocks[victim]);
         std::size_t size = kMinBytes + nextRandom(state) % kSpanBytes;
         auto* bytes = static_cast<unsigned char*>(std::malloc(size));
         if (bytes == nullptr) std::abort();
         for (std::size_t offset = 0; offset < size; offset += kPage) bytes[offset] = static_cast<unsigned char>(i + offset);
+        std::memcpy(bytes, &size, sizeof size);
+        bytes[size - 1] = static_cast<unsigned char>(size);
         blocks[victim] = bytes;
+        sum += size;
         // A quarter of the rounds, a block moves to the shared table and another comes back.
         if ((nextRandom(state) & 3) == 0) {
           std::size_t mine = nextRandom(state) % kLive;
           blocks[mine] = shared[nextRandom(state) % kSlots].exchange(blocks[mine]);
-          if (blocks[mine]) sum += static_cast<unsigned char*>(blocks[mine])[0] != 0;
         }
       }
-      for (void* block : blocks) std::free(block);
+      for (void* block : blocks) {
+        checkedSize(block);
+        std::free(block);
+      }
       sums[t] = sum;
     });
   std::uint64_t total = joinAndSum(workers, sums);
-  for (auto& slot : shared) std::free(slot.exchange(nullptr));
+  for (auto& slot : shared) {
+    void* block = slot.exchange(nullptr);
+    checkedSize(block);
+    std::free(block);
+  }
   return total;
 }
 

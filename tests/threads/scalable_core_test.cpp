@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "heapkit/general/ScalableCoreHeap.h"
+#include "heapkit/objectrep/SizeHeap.h"
 #include "heapkit/top/ArenaHeap.h"
 #include "support/AuditedTop.h"
 #include "support/ModelCheck.h"
@@ -334,6 +335,56 @@ TEST(ScalableCoreHeap, FreeResidentBytesStayWithinTheBudget) {
   }
   EXPECT_EQ(topOf(heap).purges, purges);
   for (int i = 0; i < 5; ++i) heap.free(blocks[i]);
+}
+
+}  // namespace
+}  // namespace heapkit::testing
+
+namespace heapkit::testing {
+namespace {
+
+// The large-block cache's limits (combining/AdaptiveThresholdHeap.h, CacheLimits), each on
+// its own: unlimited by default (libheapkit-lea.so's), ScalableHeap's in ScalableCoreConfig.
+TEST(AdaptiveThresholdHeapLimits, ObjectsSlackAndIdleTime) {
+  using Cache = AdaptiveThresholdHeap<64 * kMiB, SizeHeap<AuditedTop>>;
+  {
+    Cache cache(CacheLimits{3, 1 * kMiB, SIZE_MAX, UINT64_MAX});
+    std::vector<void*> blocks;
+    for (int i = 0; i < 5; ++i) blocks.push_back(cache.malloc(100 * kKiB));
+    void* big = cache.malloc(2 * kMiB);
+    for (void* block : blocks) cache.free(block);
+    EXPECT_EQ(cache.cachedObjects(), 3u) << "maxObjects";
+    cache.free(big);
+    EXPECT_EQ(cache.cachedObjects(), 3u) << "maxObjectBytes: a 2 MiB block goes back";
+  }
+  {
+    Cache cache(CacheLimits{SIZE_MAX, SIZE_MAX, 4, UINT64_MAX});
+    void* big = cache.malloc(kMiB);
+    cache.free(big);
+    void* quarter = cache.malloc(kMiB / 4);
+    EXPECT_EQ(quarter, big) << "within fitSlack";
+    cache.free(quarter);
+    void* tenth = cache.malloc(kMiB / 10);
+    EXPECT_NE(tenth, big) << "beyond fitSlack";
+    cache.free(tenth);
+  }
+  {
+    Cache cache(CacheLimits{SIZE_MAX, SIZE_MAX, SIZE_MAX, 10});
+    void* idle = cache.malloc(kMiB);
+    void* busy = cache.malloc(kMiB / 2);
+    cache.free(idle);
+    cache.free(busy);
+    int operations = 0;
+    while (cache.cachedObjects() == 2 && operations < 100) {
+      cache.free(cache.malloc(kMiB / 2));
+      operations += 2;
+    }
+    EXPECT_EQ(cache.cachedObjects(), 1u);
+    EXPECT_GE(operations, 8);
+    EXPECT_LE(operations, 12);
+  }
+  Cache unlimited;
+  EXPECT_EQ(unlimited.limits().maxObjects, SIZE_MAX);
 }
 
 }  // namespace

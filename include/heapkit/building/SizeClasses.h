@@ -51,10 +51,15 @@ constexpr std::size_t scalableBytesOf(std::size_t sizeClass) {
 }
 }  // namespace sizeclasses
 
-struct ScalableSizeClasses {
-  static constexpr std::size_t kMaxClasses = 40;
+// libheapkit.so's classes up to LargestClassBytes (a class boundary: 128 B, or a power of
+// two or its quarter steps above).
+template <std::size_t LargestClassBytes>
+struct ScalableSizeClassesUpTo {
+  static_assert(LargestClassBytes <= sizeclasses::kLargestClassBytes &&
+                sizeclasses::scalableBytesOf(sizeclasses::scalableClassOf(LargestClassBytes)) == LargestClassBytes);
+  static constexpr std::size_t kMaxClasses = sizeclasses::scalableClassOf(LargestClassBytes) + 1;
   static constexpr std::size_t count() { return kMaxClasses; }
-  static constexpr std::size_t maxBytes() { return sizeclasses::kLargestClassBytes; }
+  static constexpr std::size_t maxBytes() { return LargestClassBytes; }
   // A class is one table load (2 KiB, of which a program touches the lines of the sizes
   // it uses) instead of a branch and a bit scan on every malloc.
   static constexpr std::size_t classOf(std::size_t size) { return kClassOfGranule[(size + 15) / 16]; }
@@ -62,13 +67,18 @@ struct ScalableSizeClasses {
 
  private:
   static constexpr auto kClassOfGranule = [] {
-    std::array<std::uint8_t, sizeclasses::kGranules> table{};
+    std::array<std::uint8_t, LargestClassBytes / sizeclasses::kGranuleBytes + 1> table{};
     for (std::size_t i = 0; i < table.size(); ++i)
       table[i] = static_cast<std::uint8_t>(sizeclasses::scalableClassOf(i * sizeclasses::kGranuleBytes));
     return table;
   }();
 };
-static_assert(SizeClassPolicy<ScalableSizeClasses>);
+
+// The 40 classes of libheapkit.so, 16 B to 32 KiB: above 32 KiB blocks are spans, whose
+// 64 KiB granularity costs less than a superblock holding one object (bench-malloc's
+// docs/benchmarks.md, "Drop-in malloc", compares the bounds).
+using ScalableSizeClasses = ScalableSizeClassesUpTo<sizeclasses::kLargestClassBytes>;
+static_assert(SizeClassPolicy<ScalableSizeClasses> && ScalableSizeClasses::kMaxClasses == 40);
 static_assert(ScalableSizeClasses::classOf(1) == 0 && ScalableSizeClasses::classOf(128) == 7 &&
               ScalableSizeClasses::classOf(129) == 8 && ScalableSizeClasses::bytesOf(8) == 160 &&
               ScalableSizeClasses::classOf(256) == 11 && ScalableSizeClasses::bytesOf(11) == 256 &&

@@ -216,6 +216,7 @@ class SuperblockHeap : public Super {
   void releaseEmptySuperblocks()
     requires RemoteFrees
   {
+    processReactivated();  // full superblocks that frees have reached are partial again
     for (std::size_t c = 0; c < sizeClasses_.count(); ++c) {
       Superblock* sb = classes_[c].partial;
       while (sb != nullptr) {

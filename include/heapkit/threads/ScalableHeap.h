@@ -59,7 +59,7 @@
 
 namespace heapkit {
 
-template <Heap Top = MmapHeap>
+template <Heap Top = MmapHeap, class Classes = ScalableSizeClasses>
 class ScalableHeap {
   using Shared = ScalableSharedLayers<Top>;
   static constexpr bool kHardened = hardened<Top>();
@@ -91,10 +91,10 @@ class ScalableHeap {
     ScalableHeap* owner_;
   };
 
-  using ThreadHeap = SuperblockHeap<ScalableSizeClasses, SharedRef, true>;
+  using ThreadHeap = SuperblockHeap<Classes, SharedRef, true>;
 
   struct ThreadHeapState : ThreadHeap {
-    ThreadHeapState(ScalableHeap* owner, std::uint64_t token) : ThreadHeap(ScalableSizeClasses{}, owner), instance(owner) {
+    ThreadHeapState(ScalableHeap* owner, std::uint64_t token) : ThreadHeap(Classes{}, owner), instance(owner) {
       ThreadHeap::setFreeToken(token);
     }
     using ThreadHeap::freeToken;
@@ -104,7 +104,7 @@ class ScalableHeap {
   };
   using Registry = ThreadHeapRegistry<ThreadHeapState>;
   static constexpr std::size_t kDirectBytes = ThreadHeap::kDirectBytes;
-  static constexpr std::size_t kMaxSmallBytes = ScalableSizeClasses::maxBytes();
+  static constexpr std::size_t kMaxSmallBytes = Classes::maxBytes();
 
  public:
   static constexpr std::size_t Alignment = kMinAlignment;
@@ -291,7 +291,11 @@ class ScalableHeap {
     }
     auto* node = static_cast<FreeNode*>(flags & superblock::kInteriorPointers ? sb->objectStart(*this, pointer) : pointer);
     if constexpr (kHardened) hardening::checkAndTagFreed(node);
-    ThreadHeapState* heap = myHeap(false);
+    // Only the thread-local cache, not the pthread key: a thread that frees but never
+    // allocates (a consumer) would look its missing heap up on every free. A thread whose
+    // cache names another instance's heap frees through the remote list, which its own
+    // heap collects like any other thread's frees.
+    ThreadHeapState* heap = Registry::threadCache.instanceId == registry_.id() ? Registry::threadCache.heap : nullptr;
     if (heap != nullptr && sb->owner == static_cast<void*>(static_cast<ThreadHeap*>(heap))) {
       heap->freeOwned(sb, node);
     } else if (sb->pushRemote(node)) {
