@@ -26,7 +26,7 @@
 //    merged with an old free neighbour does not keep the neighbour's pages young. Free
 //    spans with resident pages are kept in an age list by their oldest such slice. And
 //    the free resident bytes are kept within a budget that follows the program, the
-//    largest of: what is in use now (divided by inUseShare); what the spans in use were
+//    largest of: inUsePercent of what is in use now; what the spans in use were
 //    at their peak over the last one or two delays less what is in use now (the memory
 //    the program is likely to ask back soon); twice the longest span freed in that time
 //    (a loop replacing big blocks reuses the last one freed: glibc's trim threshold
@@ -65,11 +65,11 @@ inline constexpr std::size_t kBins = 64;    // lengths 1 to 63, then one list of
 struct SegmentConfig {
   // Span operations a free slice keeps its pages for (then they are purged).
   std::uint64_t purgeDelay = 4096;
-  // The budget of free resident bytes: at least the bytes in use divided by inUseShare,
-  // never less than minResidentFreeBytes nor more than maxResidentFreeBytes.
+  // The budget of free resident bytes: at least inUsePercent of the bytes in use, never
+  // less than minResidentFreeBytes nor more than maxResidentFreeBytes.
   std::size_t minResidentFreeBytes = 4 * 1024 * 1024;
-  std::size_t maxResidentFreeBytes = 64 * 1024 * 1024;
-  std::size_t inUseShare = 1;
+  std::size_t maxResidentFreeBytes = 128 * 1024 * 1024;
+  std::size_t inUsePercent = 150;
 };
 
 template <SizedHeap Super>
@@ -236,7 +236,7 @@ class SegmentHeap : public Super {
   // The most free resident bytes kept now.
   std::size_t residentFreeBudget() const {
     std::size_t budget = (recentPeakSlices() - inUseSlices_) * kSliceBytes;
-    std::size_t share = inUseSlices_ * kSliceBytes / config_.inUseShare;
+    std::size_t share = inUseSlices_ * kSliceBytes / 100 * config_.inUsePercent;
     if (budget < share) budget = share;
     std::size_t biggest = 2 * kSliceBytes * (windowBiggestFree_ > lastWindowBiggestFree_ ? windowBiggestFree_ : lastWindowBiggestFree_);
     if (budget < biggest) budget = biggest;

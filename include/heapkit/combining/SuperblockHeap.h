@@ -224,7 +224,7 @@ class SuperblockHeap : public Super {
         sb->template collectRemote<kHardened>();
         if (sb->used == 0) {
           unlinkPartial(sb);
-          retire(sb);
+          retire(sb, true);
         }
         sb = next;
       }
@@ -281,9 +281,9 @@ class SuperblockHeap : public Super {
     return sb;
   }
 
-  void retire(Superblock* sb) {
+  void retire(Superblock* sb, bool leaving = false) {
     sb->disown(*this);
-    Super::retire(sb);
+    Super::retire(sb, leaving);
   }
 
   // False when it found a remote free and kept the superblock partial instead.

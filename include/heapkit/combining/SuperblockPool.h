@@ -5,7 +5,8 @@
 // segments below (building/SegmentHeap.h) with their pages purged, so that peak RSS
 // tracks live data:
 //  - at most warmSuperblocks (64: 4 MiB) stay warm; beyond, the one freed longest ago is
-//    purged and freed (the ones freed last are the likeliest to be needed again);
+//    purged and freed to the segments (the ones freed last are the likeliest to be needed
+//    again), or, from a heap whose thread left, freed with its pages;
 //  - a class takes its own warm superblock first; a class of objects up to
 //    withoutPagesUpToBytes (1 KiB) takes another class's without its pages (it may need
 //    only a few of the pages the other class filled, and would keep the rest resident for
@@ -75,14 +76,15 @@ class SuperblockPool : public Super {
     return sb;
   }
 
-  // An empty superblock no heap owns any more.
-  void retire(Superblock* sb) {
+  // An empty superblock no heap owns any more. From a heap a thread left (`leaving`),
+  // those beyond the warm ones go back to the segments with their pages.
+  void retire(Superblock* sb, bool leaving = false) {
     storeMetadata(*this, sb->prev, nullptr);
     storeMetadata(*this, sb->next, warm_);
     if (warm_ != nullptr) storeMetadata(*this, warm_->prev, sb);
     else warmTail_ = sb;
     warm_ = sb;
-    if (warmCount_.fetch_add(1, std::memory_order_relaxed) + 1 > config_.warmSuperblocks) coolOldestWarm();
+    if (warmCount_.fetch_add(1, std::memory_order_relaxed) + 1 > config_.warmSuperblocks) coolOldestWarm(!leaving);
   }
 
   // A superblock in use grew into the pages [from, to) (its bump pointer passed its
@@ -133,11 +135,16 @@ class SuperblockPool : public Super {
     storeMetadata(*this, sb->residentEnd, base + superblock::kPageBytes);
   }
 
-  // The superblock freed longest ago goes back to the segments, its pages purged.
-  void coolOldestWarm() {
+  // The superblock freed longest ago goes back to the segments, its pages purged; or,
+  // from a heap a thread left, with its pages, for the segments' delay and budget to
+  // decide (a thread that exits with hundreds of empty superblocks would purge them one
+  // system call each: prodcons' producer made 126 at its exit). GCBench frees trees and
+  // builds them again: keeping the pages of its overflow, instead of purging them, raised
+  // its peak RSS by 400 KiB.
+  void coolOldestWarm(bool purge) {
     Superblock* oldest = warmTail_;
     unlinkWarm(oldest);
-    Super::freeSpan(segmentOf(oldest), reinterpret_cast<void*>(Superblock::baseOf(oldest)), true);
+    Super::freeSpan(segmentOf(oldest), reinterpret_cast<void*>(Superblock::baseOf(oldest)), purge);
   }
 
   // The program grew into pages not resident while the pool holds resident superblocks
@@ -153,7 +160,7 @@ class SuperblockPool : public Super {
       resident = resident > superblock::kPageBytes ? resident - superblock::kPageBytes : 0;  // less the header page
       if (unoffsetGrowth_ < resident) return;
       unoffsetGrowth_ -= resident;
-      coolOldestWarm();
+      coolOldestWarm(true);
     }
     unoffsetGrowth_ = 0;
   }

@@ -73,15 +73,15 @@ class ScalableHeap {
     explicit SharedRef(ScalableHeap* owner) : owner_(owner) {}
 
     Superblock* takeSuperblock(std::size_t sizeClass, std::size_t objectBytes) {
-      LockGuard<MutexLock> guard(owner_->poolLock_);
+      LockGuard<AdaptiveMutexLock> guard(owner_->poolLock_);
       return owner_->shared_.takeSuperblock(sizeClass, objectBytes);
     }
-    void retire(Superblock* sb) {
-      LockGuard<MutexLock> guard(owner_->poolLock_);
-      owner_->shared_.retire(sb);
+    void retire(Superblock* sb, bool leaving) {
+      LockGuard<AdaptiveMutexLock> guard(owner_->poolLock_);
+      owner_->shared_.retire(sb, leaving);
     }
     void grew(Superblock* sb, char* from, char* to) {
-      LockGuard<MutexLock> guard(owner_->poolLock_);
+      LockGuard<AdaptiveMutexLock> guard(owner_->poolLock_);
       owner_->shared_.grew(sb, from, to);
     }
     void* mallocLarge(std::size_t size, std::size_t alignment) { return owner_->mallocLarge(size, alignment); }
@@ -173,19 +173,19 @@ class ScalableHeap {
   std::size_t getSize(void* pointer) { return Superblock::of(pointer)->usableFrom(*this, pointer); }
 
   std::size_t bytesHeld() const {
-    LockGuard<MutexLock> guard(poolLock_);
+    LockGuard<AdaptiveMutexLock> guard(poolLock_);
     return shared_.bytesHeld();
   }
   std::size_t peakBytesHeld() const {
-    LockGuard<MutexLock> guard(poolLock_);
+    LockGuard<AdaptiveMutexLock> guard(poolLock_);
     return shared_.peakBytesHeld();
   }
   std::size_t residentBytes() const {
-    LockGuard<MutexLock> guard(poolLock_);
+    LockGuard<AdaptiveMutexLock> guard(poolLock_);
     return shared_.residentBytes();
   }
   std::size_t peakResidentBytes() const {
-    LockGuard<MutexLock> guard(poolLock_);
+    LockGuard<AdaptiveMutexLock> guard(poolLock_);
     return shared_.peakResidentBytes();
   }
 
@@ -214,26 +214,26 @@ class ScalableHeap {
 
   // Freed large blocks kept for reuse: their bytes and their number (tests).
   std::size_t largeCacheBytes() const {
-    LockGuard<MutexLock> guard(poolLock_);
+    LockGuard<AdaptiveMutexLock> guard(poolLock_);
     return shared_.cachedBytes();
   }
   std::size_t largeCacheBlocks() const {
-    LockGuard<MutexLock> guard(poolLock_);
+    LockGuard<AdaptiveMutexLock> guard(poolLock_);
     return shared_.cachedObjects();
   }
   // Superblocks free to hand out (tests: thread exit and frees give them back), and the
   // segments they are cut from.
   std::size_t pooledSuperblocks() const {
-    LockGuard<MutexLock> guard(poolLock_);
+    LockGuard<AdaptiveMutexLock> guard(poolLock_);
     return shared_.pooledSuperblocks();
   }
   std::size_t segments() const {
-    LockGuard<MutexLock> guard(poolLock_);
+    LockGuard<AdaptiveMutexLock> guard(poolLock_);
     return shared_.segmentCount();
   }
   // Resident bytes of free spans kept for reuse, and their budget now (tests).
   std::size_t residentFreeBytes() const {
-    LockGuard<MutexLock> guard(poolLock_);
+    LockGuard<AdaptiveMutexLock> guard(poolLock_);
     return shared_.residentFreeBytes();
   }
 
@@ -246,7 +246,7 @@ class ScalableHeap {
     return registry_.myHeap(create, [this]() -> ThreadHeapState* {
       void* memory;
       {
-        LockGuard<MutexLock> guard(poolLock_);
+        LockGuard<AdaptiveMutexLock> guard(poolLock_);
         memory = top().malloc(sizeof(ThreadHeapState));
       }
       if (memory == nullptr) return nullptr;
@@ -273,11 +273,11 @@ class ScalableHeap {
   }
 
   [[gnu::noinline]] void* mallocLarge(std::size_t size, std::size_t alignment) {
-    LockGuard<MutexLock> guard(poolLock_);
+    LockGuard<AdaptiveMutexLock> guard(poolLock_);
     return shared_.mallocLarge(size, alignment);
   }
   void freeLarge(Superblock* sb) {
-    LockGuard<MutexLock> guard(poolLock_);
+    LockGuard<AdaptiveMutexLock> guard(poolLock_);
     shared_.freeLarge(sb);
   }
 
@@ -305,7 +305,7 @@ class ScalableHeap {
   }
 
   Registry registry_;
-  mutable MutexLock poolLock_;  // guards shared_; taken after the registry's lock
+  mutable AdaptiveMutexLock poolLock_;  // guards shared_; taken after the registry's lock
   Shared shared_;
 };
 
