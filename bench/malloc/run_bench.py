@@ -346,7 +346,7 @@ with a shared table a quarter of the time) are `heapkit-mt-workload <name> <thre
 buffers the allocators that reuse large blocks finish in 10-40 ms, near the 10 ms
 resolution of the time measurement, so time ratios between them there are not
 meaningful; the ratios to glibc are. Freed large blocks are kept for reuse by both
-general-purpose libraries (docs/malloc-replacement.md, "Large blocks").
+general-purpose libraries (docs/malloc-replacement.md, "Medium and large blocks").
 
 Peak RSS of an empty program (`/bin/true`, median of {args.repeats}) under each allocator, what
 it costs a program that allocates nothing: {baseline_line}.
