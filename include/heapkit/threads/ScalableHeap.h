@@ -172,22 +172,10 @@ class ScalableHeap {
 
   std::size_t getSize(void* pointer) { return Superblock::of(pointer)->usableFrom(*this, pointer); }
 
-  std::size_t bytesHeld() const {
-    LockGuard<AdaptiveMutexLock> guard(poolLock_);
-    return shared_.bytesHeld();
-  }
-  std::size_t peakBytesHeld() const {
-    LockGuard<AdaptiveMutexLock> guard(poolLock_);
-    return shared_.peakBytesHeld();
-  }
-  std::size_t residentBytes() const {
-    LockGuard<AdaptiveMutexLock> guard(poolLock_);
-    return shared_.residentBytes();
-  }
-  std::size_t peakResidentBytes() const {
-    LockGuard<AdaptiveMutexLock> guard(poolLock_);
-    return shared_.peakResidentBytes();
-  }
+  std::size_t bytesHeld() const { return locked(&Shared::bytesHeld); }
+  std::size_t peakBytesHeld() const { return locked(&Shared::peakBytesHeld); }
+  std::size_t residentBytes() const { return locked(&Shared::residentBytes); }
+  std::size_t peakResidentBytes() const { return locked(&Shared::peakResidentBytes); }
 
   // Fork: the registry and the pool are the only locks. In the child, the heaps of
   // threads that do not exist there are never handed on; their blocks can still be freed.
@@ -213,32 +201,23 @@ class ScalableHeap {
   }
 
   // Freed large blocks kept for reuse: their bytes and their number (tests).
-  std::size_t largeCacheBytes() const {
-    LockGuard<AdaptiveMutexLock> guard(poolLock_);
-    return shared_.cachedBytes();
-  }
-  std::size_t largeCacheBlocks() const {
-    LockGuard<AdaptiveMutexLock> guard(poolLock_);
-    return shared_.cachedObjects();
-  }
+  std::size_t largeCacheBytes() const { return locked(&Shared::cachedBytes); }
+  std::size_t largeCacheBlocks() const { return locked(&Shared::cachedObjects); }
   // Superblocks free to hand out (tests: thread exit and frees give them back), and the
   // segments they are cut from.
-  std::size_t pooledSuperblocks() const {
-    LockGuard<AdaptiveMutexLock> guard(poolLock_);
-    return shared_.pooledSuperblocks();
-  }
-  std::size_t segments() const {
-    LockGuard<AdaptiveMutexLock> guard(poolLock_);
-    return shared_.segmentCount();
-  }
-  // Resident bytes of free spans kept for reuse, and their budget now (tests).
-  std::size_t residentFreeBytes() const {
-    LockGuard<AdaptiveMutexLock> guard(poolLock_);
-    return shared_.residentFreeBytes();
-  }
+  std::size_t pooledSuperblocks() const { return locked(&Shared::pooledSuperblocks); }
+  std::size_t segments() const { return locked(&Shared::segmentCount); }
+  // Resident bytes of free spans kept for reuse (tests).
+  std::size_t residentFreeBytes() const { return locked(&Shared::residentFreeBytes); }
 
  private:
   friend class SharedRef;
+
+  // A figure of the shared layers, read under the pool lock.
+  std::size_t locked(std::size_t (Shared::*figure)() const) const {
+    LockGuard<AdaptiveMutexLock> guard(poolLock_);
+    return (shared_.*figure)();
+  }
 
   Top& top() { return static_cast<Top&>(shared_); }
 
