@@ -170,7 +170,7 @@ class ScalableHeap {
     freeSlow(pointer);
   }
 
-  std::size_t getSize(void* pointer) { return Superblock::of(pointer)->usableFrom(*this, pointer); }
+  std::size_t getSize(void* pointer) const { return Superblock::of(pointer)->usableFrom(*this, pointer); }
 
   std::size_t bytesHeld() const { return locked(&Shared::bytesHeld); }
   std::size_t peakBytesHeld() const { return locked(&Shared::peakBytesHeld); }
