@@ -16,12 +16,23 @@
 //              matrices are) in a working set of two, writing every page: an allocator that
 //              maps, faults in and unmaps each one spends its time in the kernel, where
 //              glibc, after raising its mmap threshold, reuses the pages it already has.
+//   prodcons   producer/consumer (after xmalloc-test): <threads> producers fill records of
+//              4096 pointers to 64-byte objects (a record is 32,776 bytes, just over many
+//              allocators' small-object limit) and queue them, at most 100 in flight;
+//              <threads> consumers free each record and its objects. Every block is freed
+//              by a thread that did not allocate it.
+//   mixedstress  each thread keeps eight blocks of 120-710 KiB, replaces one at random
+//              per round, writes a byte a page of the new one, and swaps one with a
+//              shared table a quarter of the time, so blocks of that size move between
+//              threads (after the suite's many-thread mixed-size stress test).
 #include <atomic>
 #include <cinttypes>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -175,14 +186,132 @@ std::uint64_t bigblocks(unsigned threads, unsigned scale) {
   return replaceTouchedBlocks(threads, std::uint64_t{scale} * 10, 2, 5 * kMiB, 20 * kMiB, 0xD1B54A32D192ED03ULL);
 }
 
+std::uint64_t prodcons(unsigned threads, unsigned scale) {
+  constexpr std::size_t kObjects = 4096, kObjectBytes = 64, kInFlight = 100;
+  struct Record {
+    Record* next;
+    void* objects[kObjects];
+  };
+  static_assert(sizeof(Record) == 32776);
+  std::mutex lock;
+  std::condition_variable notEmpty, notFull;
+  Record* queue = nullptr;
+  std::size_t queued = 0;
+  const std::uint64_t recordsPerProducer = std::uint64_t{scale} * 40 / threads;
+  std::size_t producersLeft = threads;
+  std::vector<std::uint64_t> sums(threads);
+  std::vector<std::thread> workers;
+  for (unsigned t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      for (std::uint64_t i = 0; i < recordsPerProducer; ++i) {
+        auto* record = static_cast<Record*>(std::malloc(sizeof(Record)));
+        if (record == nullptr) std::abort();
+        for (std::size_t k = 0; k < kObjects; ++k) {
+          record->objects[k] = std::malloc(kObjectBytes);
+          if (record->objects[k] == nullptr) std::abort();
+          std::memset(record->objects[k], static_cast<int>((k + i + t) & 0xff), kObjectBytes);
+        }
+        std::unique_lock<std::mutex> guard(lock);
+        notFull.wait(guard, [&] { return queued < kInFlight; });
+        record->next = queue;
+        queue = record;
+        ++queued;
+        notEmpty.notify_one();
+      }
+      std::lock_guard<std::mutex> guard(lock);
+      if (--producersLeft == 0) notEmpty.notify_all();
+    });
+    workers.emplace_back([&, t] {
+      std::uint64_t sum = 0;
+      for (;;) {
+        Record* record;
+        {
+          std::unique_lock<std::mutex> guard(lock);
+          notEmpty.wait(guard, [&] { return queue != nullptr || producersLeft == 0; });
+          if (queue == nullptr) break;
+          record = queue;
+          queue = record->next;
+          --queued;
+          notFull.notify_one();
+        }
+        for (void* object : record->objects) {
+          sum += static_cast<unsigned char*>(object)[kObjectBytes - 1];
+          std::free(object);
+        }
+        std::free(record);
+      }
+      sums[t] = sum;
+    });
+  }
+  return joinAndSum(workers, sums);
+}
+
+// A block of mixedstress starts with its size, which its free checks: blocks move between
+// threads in an order that depends on timing, so the checksum is the bytes each thread
+// allocated, the same on every run and every correct allocator.
+std::size_t checkedSize(void* block) {
+  if (block == nullptr) return 0;
+  std::size_t size;
+  std::memcpy(&size, block, sizeof size);
+  if (static_cast<unsigned char*>(block)[size - 1] != static_cast<unsigned char>(size)) {
+    std::fprintf(stderr, "mixedstress: a block of %zu bytes was overwritten\n", size);
+    std::abort();
+  }
+  return size;
+}
+
+std::uint64_t mixedstress(unsigned threads, unsigned scale) {
+  constexpr std::size_t kLive = 8, kSlots = 64, kPage = 4096;
+  constexpr std::size_t kMinBytes = 120 * 1024, kSpanBytes = 590 * 1024;
+  std::vector<std::atomic<void*>> shared(kSlots);
+  std::vector<std::uint64_t> sums(threads);
+  std::vector<std::thread> workers;
+  const std::uint64_t rounds = std::uint64_t{scale} * 1000 / threads;
+  for (unsigned t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      std::vector<void*> blocks(kLive, nullptr);
+      std::uint64_t state = 0xA0761D6478BD642FULL * (t + 1), sum = 0;
+      for (std::uint64_t i = 0; i < rounds; ++i) {
+        std::size_t victim = nextRandom(state) % kLive;
+        checkedSize(blocks[victim]);
+        std::free(blocks[victim]);
+        std::size_t size = kMinBytes + nextRandom(state) % kSpanBytes;
+        auto* bytes = static_cast<unsigned char*>(std::malloc(size));
+        if (bytes == nullptr) std::abort();
+        for (std::size_t offset = 0; offset < size; offset += kPage) bytes[offset] = static_cast<unsigned char>(i + offset);
+        std::memcpy(bytes, &size, sizeof size);
+        bytes[size - 1] = static_cast<unsigned char>(size);
+        blocks[victim] = bytes;
+        sum += size;
+        // A quarter of the rounds, a block moves to the shared table and another comes back.
+        if ((nextRandom(state) & 3) == 0) {
+          std::size_t mine = nextRandom(state) % kLive;
+          blocks[mine] = shared[nextRandom(state) % kSlots].exchange(blocks[mine]);
+        }
+      }
+      for (void* block : blocks) {
+        checkedSize(block);
+        std::free(block);
+      }
+      sums[t] = sum;
+    });
+  std::uint64_t total = joinAndSum(workers, sums);
+  for (auto& slot : shared) {
+    void* block = slot.exchange(nullptr);
+    checkedSize(block);
+    std::free(block);
+  }
+  return total;
+}
+
 struct Workload {
   std::string_view name;
   std::uint64_t (*run)(unsigned threads, unsigned scale);
   unsigned defaultScale;
 };
 constexpr Workload kWorkloads[] = {
-    {"server", server, 100}, {"churn", churn, 100}, {"falseshare", falseshare, 100}, {"buffers", buffers, 20},
-    {"bigblocks", bigblocks, 30}};
+    {"server", server, 100},     {"churn", churn, 100},     {"falseshare", falseshare, 100}, {"buffers", buffers, 20},
+    {"bigblocks", bigblocks, 30}, {"prodcons", prodcons, 100}, {"mixedstress", mixedstress, 20}};
 
 }  // namespace
 
@@ -193,7 +322,8 @@ int main(int argc, char** argv) {
   char* end = nullptr;
   unsigned long threads = argc >= 3 ? std::strtoul(argv[2], &end, 10) : 0;
   if (workload == nullptr || threads == 0 || threads > 256 || *end != '\0' || argc > 4) {
-    std::fprintf(stderr, "usage: %s server|churn|falseshare|buffers|bigblocks <threads 1-256> [scale]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s server|churn|falseshare|buffers|bigblocks|prodcons|mixedstress <threads 1-256> [scale]\n",
+                 argv[0]);
     return 2;
   }
   unsigned long scale = workload->defaultScale;

@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """Drop-in malloc benchmarks: every workload under glibc, jemalloc, mimalloc, tcmalloc and
 every heapkit preload library, in one run, in fresh processes. Reports wall time and peak
-RSS as ratios to glibc (and the scalable library against mimalloc), checks that every
-allocator gives the same checksum, and writes the "## Drop-in malloc" section of
-docs/benchmarks.md. Run by `make bench-malloc`.
+RSS as ratios to glibc (and the scalable library against mimalloc), system calls per
+second and page faults per allocator, checks that every allocator gives the same
+checksum, and writes the "## Drop-in malloc" section of docs/benchmarks.md. Run by
+`make bench-malloc`.
 """
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 SYSTEM_LIBS = Path("/usr/lib/x86_64-linux-gnu")
@@ -35,26 +38,81 @@ UNHARDENED = [
     ("heapkit-kingsley", "libheapkit-unhardened-kingsley.so"),
 ]
 HARDENING_WORKLOADS = SINGLE_THREADED + ("server x1", "churn x1")
+MULTI_THREADED = ("server", "churn", "falseshare", "buffers", "bigblocks", "prodcons", "mixedstress")
+# Issue 21's medium- and large-block workloads: libheapkit.so's system calls per second
+# and page faults within 2x of the best peer's, its time within 1.05x of the best peer's.
+MEDIUM_BLOCKS = ("prodcons", "mixedstress", "buffers", "bigblocks")
+PEER_NAMES = [name for name, _ in PEERS]
+
+
+def preload_env(preload):
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if preload:
+        env["LD_PRELOAD"] = str(preload)
+    return env
 
 
 def run_measured(command, preload):
-    """Wall seconds, CPU seconds (user + system), peak RSS in KiB and stdout of one fresh
-    process. /usr/bin/time forks the program from a small process: a child forked from
-    Python would count Python's own pages in its peak RSS."""
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
+    """Wall seconds, CPU seconds (user + system), peak RSS in KiB, page faults (minor +
+    major) and stdout of one fresh process. /usr/bin/time forks the program from a small
+    process: a child forked from Python would count Python's own pages in its peak RSS."""
     # Preloaded into /usr/bin/time itself, whose child inherits it: an `env` in between
     # would be the measured process first, and its pages would count in the peak RSS.
-    if preload:
-        env["LD_PRELOAD"] = str(preload)
-    prefix = ["/usr/bin/time", "-f", "HEAPKIT-BENCH %e %M %U %S", "--"]
-    process = subprocess.run(prefix + list(command), env=env, capture_output=True)
+    prefix = ["/usr/bin/time", "-f", "HEAPKIT-BENCH %e %M %U %S %R %F", "--"]
+    process = subprocess.run(prefix + list(command), env=preload_env(preload), capture_output=True)
     raise_if_failed(command, preload, process.returncode, process.stderr)
-    match = re.search(rb"HEAPKIT-BENCH ([0-9.]+) ([0-9]+) ([0-9.]+) ([0-9.]+)", process.stderr)
+    match = re.search(rb"HEAPKIT-BENCH ([0-9.]+) ([0-9]+) ([0-9.]+) ([0-9.]+) ([0-9]+) ([0-9]+)", process.stderr)
     if match is None:
         sys.exit(f"no timing from /usr/bin/time: {process.stderr.decode()}")
     cpu = float(match.group(3)) + float(match.group(4))
-    return float(match.group(1)), cpu, int(match.group(2)), process.stdout.decode()
+    faults = int(match.group(5)) + int(match.group(6))
+    return float(match.group(1)), cpu, int(match.group(2)), faults, process.stdout.decode()
+
+
+# The system calls an allocator makes for memory; the others (futex above all) are mostly
+# the program's own synchronisation, whose count depends on timing.
+MEMORY_SYSCALLS = ("mmap", "munmap", "mremap", "madvise", "mprotect", "brk")
+
+
+def syscall_counter():
+    """How to count a process's system calls (its threads' too): perf's tracepoints when
+    the kernel lets us (counters, no slowdown), else strace -c -f. None when neither works."""
+    if shutil.which("perf"):
+        probe = subprocess.run(["perf", "stat", "-x,", "-e", "raw_syscalls:sys_enter", "--", "true"],
+                               capture_output=True, text=True)
+        if probe.returncode == 0 and re.search(r"^\d+,", probe.stderr, re.M):
+            return "perf"
+    if shutil.which("strace"):
+        return "strace"
+    return None
+
+
+def count_syscalls(counter, command, preload):
+    """(all system calls, memory system calls) of one run of the command, a run of its own:
+    tracing is not timed."""
+    if counter == "perf":
+        events = ["raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{name}" for name in MEMORY_SYSCALLS]
+        process = subprocess.run(["perf", "stat", "-x,", "-e", ",".join(events), "--"] + list(command),
+                                 env=preload_env(preload), capture_output=True, text=True)
+        raise_if_failed(command, preload, process.returncode, process.stderr.encode())
+        counts = {m.group(2): int(m.group(1)) for m in re.finditer(r"^(\d+),[^,]*,([^,]+),", process.stderr, re.M)}
+        if "raw_syscalls:sys_enter" not in counts:
+            return None
+        return counts["raw_syscalls:sys_enter"], sum(counts.get(f"syscalls:sys_enter_{n}", 0) for n in MEMORY_SYSCALLS)
+    with tempfile.NamedTemporaryFile("r", suffix=".strace") as out:
+        # strace runs the program itself: the preload goes to the traced program only.
+        traced = ["strace", "-f", "-c", "-o", out.name] + (["-E", f"LD_PRELOAD={preload}"] if preload else []) + list(command)
+        process = subprocess.run(traced, env=preload_env(None), capture_output=True, text=True)
+        raise_if_failed(command, preload, process.returncode, process.stderr.encode())
+        calls = {}
+        for line in out.read().splitlines():
+            fields = line.split()
+            if len(fields) >= 5 and fields[3].isdigit():
+                calls[fields[-1]] = int(fields[3])
+        if "total" not in calls:
+            return None
+        return calls["total"], sum(calls.get(n, 0) for n in MEMORY_SYSCALLS)
 
 
 def raise_if_failed(command, preload, code, err):
@@ -106,7 +164,7 @@ def main():
         print(f"note: {single} not built; single-threaded workloads skipped", file=sys.stderr)
     multi = build / "bench" / "malloc" / "heapkit-mt-workload"
     for threads in args.threads.split(","):
-        for name in ("server", "churn", "falseshare", "buffers", "bigblocks"):
+        for name in MULTI_THREADED:
             workloads.append((f"{name} x{threads}", [str(multi), name, threads]))
     if args.only:
         wanted = set(args.only.split(","))
@@ -119,29 +177,39 @@ def main():
         baseline[name] = statistics.median(peaks)
         print(f"{'/bin/true':16} {name:17} {baseline[name]:8.0f} KiB", file=sys.stderr)
 
+    counter = syscall_counter()
+    if counter is None:
+        print("note: neither perf nor strace works here: no system-call counts", file=sys.stderr)
     results = {}  # (workload, allocator) -> (median seconds, median peak KiB)
     cpu_results = {}  # (workload, allocator) -> median CPU seconds (user + system)
+    faults = {}  # (workload, allocator) -> median page faults (minor + major)
+    syscalls = {}  # (workload, allocator) -> system calls of one run (a run of its own)
     for workload, command in workloads:
         checksums = {}
         measured = list(allocators)
         if workload in HARDENING_WORKLOADS:
             measured += [(name, path) for _, name, path in unhardened]
-        samples = {name: ([], [], []) for name, _ in measured}
+        samples = {name: ([], [], [], []) for name, _ in measured}
         # Rounds of every allocator once, not one allocator's runs back to back: on a shared
         # machine the load drifts, and it should fall on every allocator alike.
         for _ in range(args.repeats):
             for name, preload in measured:
-                elapsed, cpu, peak, output = run_measured(command, preload)
+                elapsed, cpu, peak, faulted, output = run_measured(command, preload)
                 samples[name][0].append(elapsed)
                 samples[name][1].append(cpu)
                 samples[name][2].append(peak)
+                samples[name][3].append(faulted)
                 checksums[name] = checksum_of(output)
-        for name, _ in measured:
-            times, cpus, peaks = samples[name]
+        for name, preload in measured:
+            times, cpus, peaks, faulted = samples[name]
             results[workload, name] = (statistics.median(times), statistics.median(peaks))
             cpu_results[workload, name] = statistics.median(cpus)
+            faults[workload, name] = statistics.median(faulted)
+            if counter is not None and name in [n for n, _ in allocators]:
+                syscalls[workload, name] = count_syscalls(counter, command, preload)
             print(f"{workload:16} {name:17} {results[workload, name][0]:7.3f} s {cpu_results[workload, name]:7.3f} s cpu "
-                  f"{results[workload, name][1]:8d} KiB", file=sys.stderr)
+                  f"{results[workload, name][1]:8d} KiB {faults[workload, name]:8.0f} faults "
+                  f"{str(syscalls.get((workload, name), '')):>16} syscalls (all, memory)", file=sys.stderr)
         if len(set(checksums.values())) != 1:
             sys.exit(f"{workload}: allocators disagree on the checksum: {checksums}")
 
@@ -192,6 +260,37 @@ def main():
 
     table = "\n".join(lines)
 
+    # System calls per second (of the median wall time) and page faults, per allocator.
+    kernel_lines = ["| workload | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for workload, _ in workloads:
+        cells = [workload]
+        for name in names:
+            counted = syscalls.get((workload, name))
+            seconds = results[workload, name][0]
+            if counted is None:
+                calls_text = "n/a"
+            else:
+                calls_text = f"{counted[1]:,} ({counted[1] / seconds:,.0f}/s) of {counted[0]:,}"
+            cells.append(f"{calls_text}; {faults[workload, name]:,.0f}")
+        kernel_lines.append("| " + " | ".join(cells) + " |")
+        if workload.split(" ")[0] not in MEDIUM_BLOCKS:
+            continue
+        peers = [n for n in PEER_NAMES if n in names]
+        best_time = min(results[workload, n][0] for n in peers)
+        heapkit_time = results[workload, "heapkit"][0]
+        if heapkit_time > 1.05 * best_time:
+            misses.append(f"{workload}: heapkit {heapkit_time / best_time:.2f}x the best peer's time (target 1.05x)")
+        best_faults = min(faults[workload, n] for n in peers)
+        if faults[workload, "heapkit"] > 2 * max(best_faults, 1):
+            misses.append(f"{workload}: heapkit {faults[workload, 'heapkit'] / max(best_faults, 1):.1f}x the best peer's "
+                          "page faults (target 2x)")
+        if all(syscalls.get((workload, n)) is not None for n in peers + ["heapkit"]):
+            best_calls = min(syscalls[workload, n][1] for n in peers)
+            if syscalls[workload, "heapkit"][1] > 2 * max(best_calls, 1):
+                misses.append(f"{workload}: heapkit {syscalls[workload, 'heapkit'][1] / max(best_calls, 1):.1f}x the best "
+                              "peer's memory system calls (target 2x)")
+    kernel_table = "\n".join(kernel_lines)
+
     # What hardening costs: each library's time over its unhardened twin's, same rounds.
     hardening_lines = ["| workload | " + " | ".join(name for name, _, _ in unhardened) + " |",
                        "|---" * (len(unhardened) + 1) + "|"]
@@ -238,17 +337,32 @@ sizes 8 B-16 KiB skewed small) is a fifth (`heapkit-workload`); server (threads 
 other's objects through a shared table), churn (thread-private random replacement in a
 2000-object working set), falseshare (Hoard's cache-scratch: small objects written hard by
 different threads), buffers (large short-lived buffers, 16-256 KiB, one byte written a
-page) and bigblocks (two live 5-25 MiB blocks per thread replaced in a loop, every page
-written) are `heapkit-mt-workload <name> <threads>` (bench/malloc/mt_workloads.cpp). On
+page), bigblocks (two live 5-25 MiB blocks per thread replaced in a loop, every page
+written), prodcons (after xmalloc-test: <threads> producers fill 32,776-byte records of
+4096 pointers to 64-byte objects, at most 100 in flight, and <threads> consumers free
+them) and mixedstress (eight 120-710 KiB blocks per thread replaced at random, swapped
+with a shared table a quarter of the time) are `heapkit-mt-workload <name> <threads>`
+(bench/malloc/mt_workloads.cpp). On
 buffers the allocators that reuse large blocks finish in 10-40 ms, near the 10 ms
 resolution of the time measurement, so time ratios between them there are not
 meaningful; the ratios to glibc are. Freed large blocks are kept for reuse by both
-general-purpose libraries (docs/malloc-replacement.md, "Large blocks").
+general-purpose libraries (docs/malloc-replacement.md, "Medium and large blocks").
 
 Peak RSS of an empty program (`/bin/true`, median of {args.repeats}) under each allocator, what
 it costs a program that allocates nothing: {baseline_line}.
 
 {table}
+
+System calls and page faults per allocator. Each cell is the memory system calls (mmap,
+munmap, mremap, madvise, mprotect, brk), their rate over the median wall time, of all
+system calls; then the page faults (minor + major, median). Calls are counted in a run of
+their own, with {counter or "nothing: neither perf nor strace worked"}. Every run does the same work, so the
+targets compare counts per run, which is what calls per second measure on a benchmark that
+runs for a fixed time (xmalloc-test); the rate of a faster run is higher for the same calls.
+The other system calls are mostly futex, the program's own waiting (prodcons' queue), whose
+count changes from run to run with the threads' timing.
+
+{kernel_table}
 
 What hardening costs (docs/malloc-replacement.md, "Hardening"): each library's time over
 that of the same library built without its checks (`heapkit-unhardened-*`, measured in the
@@ -260,7 +374,10 @@ Targets, as checked by the script on this run: libheapkit.so no slower than glib
 1.2x of mimalloc's time, peak RSS at most 1.2x glibc's; on the single-threaded workloads
 within 1.05x of mimalloc's time with peak RSS at most glibc's + 256 KiB; on bigblocks
 libheapkit.so and libheapkit-lea.so within 1.2x of glibc's time and peak RSS, and on
-buffers within 1.2x of glibc's time; hardening at most 2% (geometric mean):
+buffers within 1.2x of glibc's time; on prodcons, mixedstress, buffers and bigblocks
+libheapkit.so's time within 1.05x of the best peer's (glibc, jemalloc, mimalloc,
+tcmalloc), its memory system calls and page faults within 2x of the best peer's;
+hardening at most 2% (geometric mean):
 {target_text}
 """
     print(section)

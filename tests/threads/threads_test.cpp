@@ -169,7 +169,7 @@ TEST(ScalableHeap, ThreadExitReturnsFreeSuperblocksToThePool) {
   worker.join();
   // The worker needed a second arena; once it exits, every superblock it used is free
   // again, its current ones included (handed back by the thread-exit hook).
-  EXPECT_EQ(heap.pooledSuperblocks(), pooledBefore + scalable::kSuperblocksPerArena);
+  EXPECT_EQ(heap.pooledSuperblocks(), pooledBefore + segment::kSlices);
 }
 
 TEST(ScalableHeap, ManyShortLivedThreadsReuseHeaps) {
@@ -215,28 +215,38 @@ class CountingTop : public AuditedTop {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
+// Blocks over 1 MiB go to the large-block cache (by default only those over 32 MiB do).
+ScalableCoreConfig cacheFromOneMiB() {
+  ScalableCoreConfig config;
+  config.large.spanMaxBytes = kMiB;
+  return config;
+}
+
+// A loop of buffers (Python's bytes, I/O buffers): after the first, each request reuses
+// the block just freed instead of asking Top again, medium blocks (spans of a segment)
+// and large ones (blocks of Top, kept by the cache) alike.
 TEST(ScalableHeap, FreedLargeBlocksAreReused) {
   ScalableHeap<CountingTop> heap;
-  // A loop of large buffers (Python's bytes, I/O buffers): after the first, each request
-  // reuses the block just freed instead of asking Top again.
-  void* first = heap.malloc(100000);
-  std::memset(first, 1, 100000);
-  heap.free(first);
-  std::size_t held = heap.bytesHeld();
-  std::size_t requests = CountingTop::requests;
-  for (int i = 0; i < 100; ++i) {
-    void* block = heap.malloc(90000 + 100 * i);
-    EXPECT_EQ(block, first) << i;
-    EXPECT_EQ(CountingTop::requests, requests) << i;
-    EXPECT_GE(heap.getSize(block), std::size_t(90000 + 100 * i));
-    std::memset(block, 2, 90000 + 100 * i);
-    heap.free(block);
+  for (std::size_t base : {std::size_t{90000}, 3 * kMiB}) {
+    void* first = heap.malloc(base + 10000);
+    std::memset(first, 1, base + 10000);
+    heap.free(first);
+    std::size_t held = heap.bytesHeld();
+    std::size_t requests = CountingTop::requests;
+    for (int i = 0; i < 100; ++i) {
+      void* block = heap.malloc(base + 100 * i);
+      EXPECT_EQ(block, first) << base << " " << i;
+      EXPECT_EQ(CountingTop::requests, requests) << base << " " << i;
+      EXPECT_GE(heap.getSize(block), std::size_t(base + 100 * i));
+      std::memset(block, 2, base + 100 * i);
+      heap.free(block);
+    }
+    EXPECT_EQ(heap.bytesHeld(), held);
   }
-  EXPECT_EQ(heap.bytesHeld(), held);
-  // Aligned requests reuse cached blocks too, and get their alignment.
+  // Aligned requests reuse freed blocks too, and get their alignment.
   void* aligned = heap.memalign(std::size_t{1} << 16, 70000);
   heap.free(aligned);
-  requests = CountingTop::requests;
+  std::size_t requests = CountingTop::requests;
   for (std::size_t alignment : {std::size_t{1} << 16, std::size_t{1} << 12, std::size_t{1} << 16}) {
     void* block = heap.memalign(alignment, 70000);
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(block) % alignment, 0u);
@@ -248,9 +258,10 @@ TEST(ScalableHeap, FreedLargeBlocksAreReused) {
 }
 
 // The 5-25 MiB pattern: a freed big block serves a smaller request, as glibc serves it
-// from freed heap space; only pages more than kLargeReuseSlack times the request stay.
-TEST(ScalableHeap, ASmallerRequestReusesABiggerCachedBlock) {
-  ScalableHeap<CountingTop> heap;
+// from freed heap space, but not one more than fitSlack (4) times smaller, which would
+// keep most of its pages resident for nothing.
+TEST(ScalableHeap, CachedBlocksServeRequestsUpToFitSlackSmaller) {
+  ScalableHeap<CountingTop> heap(cacheFromOneMiB());
   void* big = heap.malloc(20 * kMiB);
   std::memset(big, 3, 20 * kMiB);
   heap.free(big);
@@ -259,36 +270,25 @@ TEST(ScalableHeap, ASmallerRequestReusesABiggerCachedBlock) {
   void* smaller = heap.malloc(6 * kMiB);
   EXPECT_EQ(smaller, big);
   EXPECT_EQ(CountingTop::requests, requests);
-  EXPECT_GE(heap.getSize(smaller), 20 * kMiB) << "a block within the slack is handed out whole";
+  EXPECT_GE(heap.getSize(smaller), 20 * kMiB) << "a cached block is handed out whole";
   std::memset(smaller, 4, heap.getSize(smaller));
   heap.free(smaller);
-  // Far smaller: the same block, but only four times the request of it stays resident.
-  void* small = heap.malloc(kMiB);
-  EXPECT_EQ(small, big);
-  EXPECT_EQ(CountingTop::requests, requests);
-  EXPECT_GE(heap.getSize(small), kMiB);
-  EXPECT_LE(heap.getSize(small), scalable::kLargeReuseSlack * (kMiB + 128 * 1024));
-  std::memset(small, 5, heap.getSize(small));
+  void* small = heap.malloc(2 * kMiB);
+  EXPECT_NE(small, big) << "10 times the request";
+  EXPECT_EQ(CountingTop::requests, requests + 1);
+  EXPECT_EQ(heap.largeCacheBlocks(), 1u);
   heap.free(small);
-  EXPECT_LE(heap.largeCacheBytes(), scalable::kLargeReuseSlack * (kMiB + 128 * 1024));
-  // A later bigger request gets the whole block again; its given-back pages read zero.
-  void* again = heap.malloc(19 * kMiB);
-  EXPECT_EQ(again, big);
-  EXPECT_EQ(CountingTop::requests, requests);
-  EXPECT_EQ(static_cast<unsigned char*>(again)[19 * kMiB - 1], 0);
-  EXPECT_EQ(static_cast<unsigned char*>(again)[0], 5);
-  heap.free(again);
 }
 
 // The budget is twice the biggest block freed recently, 4 to 64 MiB, and at most
-// kLargeCacheBlocks blocks; blocks over 32 MiB are never kept.
+// cache.maxObjects blocks; blocks over 64 MiB are never kept.
 TEST(ScalableHeap, LargeCacheBudgetFollowsTheBiggestRecentBlocks) {
-  ScalableHeap<CountingTop> heap;
+  ScalableHeap<CountingTop> heap(cacheFromOneMiB());
+  heap.free(heap.malloc(10 * kMiB));  // the budget is 20 MiB
   std::vector<void*> blocks;
-  for (int i = 0; i < 60; ++i) blocks.push_back(heap.malloc(100 * 1024));
+  for (int i = 0; i < 60; ++i) blocks.push_back(heap.malloc(1200 * 1024));
   for (void* block : blocks) heap.free(block);
-  EXPECT_EQ(heap.largeCacheBlocks(), scalable::kLargeCacheBlocks);
-  EXPECT_LE(heap.largeCacheBytes(), scalable::kLargeCacheMinBytes);
+  EXPECT_EQ(heap.largeCacheBlocks(), ScalableCoreConfig{}.cache.maxObjects);
   blocks.clear();
   for (int i = 0; i < 6; ++i) blocks.push_back(heap.malloc(10 * kMiB));
   std::size_t withAll = heap.bytesHeld();
@@ -301,60 +301,125 @@ TEST(ScalableHeap, LargeCacheBudgetFollowsTheBiggestRecentBlocks) {
   for (int i = 0; i < 6; ++i) blocks.push_back(heap.malloc(30 * kMiB));
   for (void* block : blocks) heap.free(block);
   EXPECT_EQ(heap.largeCacheBlocks(), 2u) << "a budget of two 30 MiB blocks, capped at 64 MiB";
-  EXPECT_LE(heap.largeCacheBytes(), scalable::kLargeCacheMaxBytes);
+  EXPECT_LE(heap.largeCacheBytes(), ScalableCoreConfig{}.large.cacheMaxBytes);
   std::size_t before = heap.bytesHeld();
-  void* huge = heap.malloc(40 * kMiB);
+  void* huge = heap.malloc(70 * kMiB);
   heap.free(huge);
-  EXPECT_EQ(heap.bytesHeld(), before) << "a block over 32 MiB is not kept";
+  EXPECT_EQ(heap.bytesHeld(), before) << "a block over the budget's cap is not kept";
   EXPECT_EQ(heap.largeCacheBlocks(), 2u);
 }
 
 // A cached block that no request reused within the delay (counted in large mallocs and
 // frees) goes back to the OS, though it is within the budget.
 TEST(ScalableHeap, IdleLargeBlocksGoBackAfterTheDelay) {
-  ScalableHeap<CountingTop> heap;
-  void* idle = heap.malloc(kMiB);
-  void* busy = heap.malloc(100 * 1024);
+  ScalableHeap<CountingTop> heap(cacheFromOneMiB());
+  void* idle = heap.malloc(3 * kMiB);
+  void* busy = heap.malloc(3 * kMiB / 2);
   heap.free(idle);
   heap.free(busy);  // one operation after `idle` was freed
   ASSERT_EQ(heap.largeCacheBlocks(), 2u);
-  ASSERT_LT(heap.largeCacheBytes(), scalable::kLargeCacheMinBytes);
   std::size_t held = heap.bytesHeld();
   std::uint64_t operations = 1;
-  while (heap.largeCacheBlocks() == 2 && operations < 10 * scalable::kLargeCachePurgeDelay) {
-    void* block = heap.malloc(100 * 1024);  // the smaller block fits best
+  std::uint64_t delay = ScalableCoreConfig{}.cache.idleOperations;
+  while (heap.largeCacheBlocks() == 2 && operations < 10 * delay) {
+    void* block = heap.malloc(3 * kMiB / 2);  // the smaller block fits best
     EXPECT_EQ(block, busy);
     heap.free(block);
     operations += 2;
   }
-  EXPECT_GT(operations, scalable::kLargeCachePurgeDelay - 2);
-  EXPECT_LE(operations, scalable::kLargeCachePurgeDelay + 2);
+  EXPECT_GT(operations, delay - 2);
+  EXPECT_LE(operations, delay + 2);
   EXPECT_EQ(heap.largeCacheBlocks(), 1u);
-  EXPECT_LE(heap.bytesHeld(), held - kMiB);
+  EXPECT_LE(heap.bytesHeld(), held - 3 * kMiB);
 }
 
 // The budget follows the biggest block freed within the delay, and forgets older ones.
 TEST(ScalableHeap, LargeCacheBudgetForgetsOldBlocks) {
-  ScalableHeap<CountingTop> heap;
+  ScalableHeap<CountingTop> heap(cacheFromOneMiB());
   void* big = heap.malloc(10 * kMiB);
-  void* busy = heap.malloc(100 * 1024);
+  void* busy = heap.malloc(3 * kMiB / 2);
   heap.free(big);  // the budget is 20 MiB now
   heap.free(busy);
   std::vector<void*> blocks;
-  for (int i = 0; i < 3; ++i) blocks.push_back(heap.malloc(3 * kMiB / 2));
+  for (int i = 0; i < 4; ++i) blocks.push_back(heap.malloc(5 * kMiB / 4));
   for (void* block : blocks) heap.free(block);
   EXPECT_GT(heap.largeCacheBytes(), 4 * kMiB) << "within the 20 MiB budget";
-  for (std::uint64_t i = 0; i < scalable::kLargeCachePurgeDelay; ++i) heap.free(heap.malloc(100 * 1024));
+  for (std::uint64_t i = 0; i < ScalableCoreConfig{}.cache.idleOperations; ++i) heap.free(heap.malloc(3 * kMiB / 2));
   blocks.clear();
-  for (int i = 0; i < 3; ++i) blocks.push_back(heap.malloc(3 * kMiB / 2));
+  for (int i = 0; i < 4; ++i) blocks.push_back(heap.malloc(5 * kMiB / 4));
   for (void* block : blocks) heap.free(block);
-  EXPECT_LE(heap.largeCacheBytes(), scalable::kLargeCacheMinBytes) << "10 MiB was freed too long ago to count";
+  EXPECT_LE(heap.largeCacheBytes(), ScalableCoreConfig{}.large.cacheMinBytes) << "10 MiB was freed too long ago to count";
+}
+
+// Blocks of 5-25 MiB, two live, replaced in a loop (bench-malloc's bigblocks): they are
+// spans, and a freed one serves the next request that fits (the rest of its segment stays
+// free); segments are sized to a power of two, so a segment freed serves a somewhat
+// bigger block next. Few segments are ever mapped, and the free pages kept stay within
+// the budget.
+TEST(ScalableHeap, SpansOfMegabytesAreReused) {
+  ScalableHeap<CountingTop> heap;
+  std::vector<void*> blocks(2, nullptr);
+  std::mt19937_64 rng(9);
+  std::size_t requests = CountingTop::requests;
+  for (int round = 0; round < 300; ++round) {
+    std::size_t victim = rng() % 2;
+    heap.free(blocks[victim]);
+    std::size_t size = 5 * kMiB + rng() % (20 * kMiB);
+    blocks[victim] = heap.malloc(size);
+    ASSERT_NE(blocks[victim], nullptr);
+    ASSERT_GE(heap.getSize(blocks[victim]), size);
+    for (std::size_t offset = 0; offset < size; offset += 4096) static_cast<char*>(blocks[victim])[offset] = 1;
+    ASSERT_LE(heap.residentFreeBytes(), ScalableCoreConfig{}.segments.maxResidentFreeBytes);
+  }
+  EXPECT_LE(CountingTop::requests - requests, 6u) << "segments mapped for 300 blocks";
+  EXPECT_EQ(heap.largeCacheBlocks(), 0u) << "spans, not the cache";
+  for (void* block : blocks) heap.free(block);
+}
+
+// The producer/consumer pattern: records just over the small-object limit (32,776
+// bytes) made by one thread and freed by another, about 100 in flight. Freed records'
+// spans go back to the segments whichever thread frees them, and the producer reuses
+// them: after the first records, no request reaches Top.
+TEST(ScalableHeap, MediumBlocksPassedBetweenThreadsReuseSpans) {
+  ScalableHeap<CountingTop> heap;
+  constexpr int kRecords = 20000, kInFlight = 100;
+  std::vector<std::atomic<void*>> ring(kInFlight);
+  std::atomic<int> produced{0}, consumed{0};
+  std::atomic<std::size_t> requestsAfterWarmUp{0};
+  std::atomic<int> failures{0};
+  std::thread producer([&] {
+    for (int i = 0; i < kRecords; ++i) {
+      while (produced.load() - consumed.load() >= kInFlight) std::this_thread::yield();
+      auto* record = static_cast<unsigned char*>(heap.malloc(32776));
+      if (record == nullptr) {
+        ++failures;
+        return;
+      }
+      std::memset(record, i & 0xff, 32776);
+      if (i == 4 * kInFlight) requestsAfterWarmUp = CountingTop::requests;
+      ring[i % kInFlight].store(record);
+      produced.store(i + 1);
+    }
+  });
+  std::thread consumer([&] {
+    for (int i = 0; i < kRecords; ++i) {
+      while (consumed.load() >= produced.load()) std::this_thread::yield();
+      auto* record = static_cast<unsigned char*>(ring[i % kInFlight].exchange(nullptr));
+      if (record[0] != (i & 0xff) || record[32775] != (i & 0xff)) ++failures;
+      heap.free(record);
+      consumed.store(i + 1);
+    }
+  });
+  producer.join();
+  consumer.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(CountingTop::requests, requestsAfterWarmUp.load()) << "a record went to Top";
 }
 
 TEST(ScalableHeap, DestructionReturnsCachedLargeBlocks) {
   TeardownAudit::leftoverBytes = 0;
   {
-    Scalable heap;
+    Scalable heap(cacheFromOneMiB());
     std::vector<void*> blocks;
     for (std::size_t i = 1; i <= 6; ++i) blocks.push_back(heap.malloc(i * 3 * kMiB));
     void* live = heap.malloc(7 * kMiB);  // never freed: the destructor returns it too
@@ -412,8 +477,9 @@ TEST(ScalableHeap, LargeBlocksFromManyThreads) {
     for (std::thread& thread : threads) thread.join();
     for (auto& slot : handoff) heap.free(slot.exchange(nullptr));
     EXPECT_EQ(failures, 0);
-    EXPECT_LE(heap.largeCacheBytes(), scalable::kLargeCacheMaxBytes);
-    EXPECT_LE(heap.largeCacheBlocks(), scalable::kLargeCacheBlocks);
+    EXPECT_LE(heap.largeCacheBytes(), ScalableCoreConfig{}.large.cacheMaxBytes);
+    EXPECT_LE(heap.largeCacheBlocks(), ScalableCoreConfig{}.cache.maxObjects);
+    EXPECT_LE(heap.residentFreeBytes(), ScalableCoreConfig{}.segments.maxResidentFreeBytes);
   }
   EXPECT_EQ(TeardownAudit::leftoverBytes, 0u);
 }
@@ -507,7 +573,7 @@ TEST(ScalableHeap, EverySizeGetsItsClass) {
       for (int copy = 0; copy < 3; ++copy) {
         void* block = heap.malloc(size);
         ASSERT_NE(block, nullptr);
-        ASSERT_EQ(heap.getSize(block), scalable::classToSize(scalable::sizeToClass(size))) << size;
+        ASSERT_EQ(heap.getSize(block), ScalableSizeClasses::bytesOf(ScalableSizeClasses::classOf(size))) << size;
         std::memset(block, static_cast<int>(size), size);
         blocks.push_back(block);
       }
@@ -538,24 +604,24 @@ TEST(ScalableHeap, OneThreadTwoInstancesAndAReplacedOne) {
     }
     second->releaseThisThreadsHeap();
     std::size_t pooled = second->pooledSuperblocks();
-    EXPECT_EQ(pooled, scalable::kSuperblocksPerArena) << "every superblock of the second instance came back";
+    EXPECT_EQ(pooled, segment::kSlices) << "every superblock of the second instance came back";
     void* last = second->malloc(32);  // this thread now caches the second instance's heap
     second->free(last);
     second->~Scalable();
   }
   first.releaseThisThreadsHeap();
-  EXPECT_EQ(first.pooledSuperblocks(), scalable::kSuperblocksPerArena);
+  EXPECT_EQ(first.pooledSuperblocks(), segment::kSlices);
 }
 
 TEST(ScalableHeap, SizeClasses) {
-  for (std::size_t size = 1; size <= scalable::kMaxSmallBytes; ++size) {
-    std::size_t sizeClass = scalable::sizeToClass(size);
-    ASSERT_LT(sizeClass, scalable::kNumClasses);
-    ASSERT_GE(scalable::classToSize(sizeClass), size);
+  for (std::size_t size = 1; size <= ScalableSizeClasses::maxBytes(); ++size) {
+    std::size_t sizeClass = ScalableSizeClasses::classOf(size);
+    ASSERT_LT(sizeClass, ScalableSizeClasses::kMaxClasses);
+    ASSERT_GE(ScalableSizeClasses::bytesOf(sizeClass), size);
     if (sizeClass > 0) {
-      ASSERT_LT(scalable::classToSize(sizeClass - 1), size);
+      ASSERT_LT(ScalableSizeClasses::bytesOf(sizeClass - 1), size);
     }
-    ASSERT_EQ(scalable::classToSize(sizeClass) % kMinAlignment, 0u);
+    ASSERT_EQ(ScalableSizeClasses::bytesOf(sizeClass) % kMinAlignment, 0u);
   }
 }
 

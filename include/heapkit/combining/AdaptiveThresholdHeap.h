@@ -8,9 +8,17 @@
 // big blocks replaced in a loop, either of ThresholdHeap's choices left requests with no
 // kept region big enough, and twice glibc's page faults. Lowering the limit gives back
 // what is kept beyond it at once.
+//
+// Limits (CacheLimits, unlimited by default) make it ScalableHeap's cache of large blocks
+// as well: at most maxObjects kept (each malloc scans them), none bigger than
+// maxObjectBytes, none used for a request more than fitSlack times smaller (it would pin
+// pages the request does not need), and an object that no malloc reused within
+// idleOperations of this layer's mallocs and frees goes back to the parent (mimalloc's
+// delayed purge, counted in operations: no clock, no background thread).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <new>
 
 #include "heapkit/core/Counting.h"
@@ -18,35 +26,52 @@
 
 namespace heapkit {
 
+struct CacheLimits {
+  std::size_t maxObjects = SIZE_MAX;
+  std::size_t maxObjectBytes = SIZE_MAX;
+  std::size_t fitSlack = SIZE_MAX;
+  std::uint64_t idleOperations = UINT64_MAX;
+};
+
 template <std::size_t InitialMaxCachedBytes, SizedHeap Super>
 class AdaptiveThresholdHeap : public Super {
  public:
   using Super::Super;
   AdaptiveThresholdHeap() = default;
+  template <class... SuperArgs>
+  explicit AdaptiveThresholdHeap(const CacheLimits& limits, SuperArgs&&... superArgs)
+      : Super(static_cast<SuperArgs&&>(superArgs)...), limits_(limits) {}
 
   ~AdaptiveThresholdHeap() {
     while (head_ != nullptr) Super::free(removeFirst());
   }
 
   void* malloc(std::size_t size) {
+    ++clock_;
+    releaseIdle();
     void* object = removeBestFit(size);
     if (object == nullptr) return Super::malloc(size);
     countWork(*this, 0, 1, 1);
     cachedBytes_ -= Super::getSize(object);
+    --cachedObjects_;
     return object;
   }
 
   void free(void* object) {
     if (object == nullptr) return;
+    ++clock_;
     std::size_t size = Super::getSize(object);
-    if (size > maxCachedBytes_) {
+    if (size > maxCachedBytes_ || size > limits_.maxObjectBytes) {
       Super::free(object);
+      releaseIdle();
       return;
     }
     cachedBytes_ += size;
-    head_ = new (object) Node{head_};
+    ++cachedObjects_;
+    head_ = new (object) Node{head_, clock_};
     countWork(*this, 1, 2, 3);
-    while (cachedBytes_ > maxCachedBytes_) releaseOldest();
+    while (cachedBytes_ > maxCachedBytes_ || cachedObjects_ > limits_.maxObjects) releaseOldest();
+    releaseIdle();
   }
 
   std::size_t trimThreshold() const { return maxCachedBytes_; }
@@ -56,6 +81,8 @@ class AdaptiveThresholdHeap : public Super {
   }
 
   std::size_t cachedBytes() const { return cachedBytes_; }
+  std::size_t cachedObjects() const { return cachedObjects_; }
+  const CacheLimits& limits() const { return limits_; }
 
  private:
   // The smallest cached object that fits (the first of equals): a big one stays for a big
@@ -66,7 +93,7 @@ class AdaptiveThresholdHeap : public Super {
     for (Node** link = &head_; *link != nullptr; link = &(*link)->next) {
       countWork(*this, 1, 2, 0);
       std::size_t candidate = Super::getSize(*link);
-      if (candidate >= size && (best == nullptr || candidate < bestSize)) {
+      if (candidate >= size && candidate / limits_.fitSlack <= size && (best == nullptr || candidate < bestSize)) {
         best = link;
         bestSize = candidate;
       }
@@ -78,6 +105,7 @@ class AdaptiveThresholdHeap : public Super {
   }
   struct Node {
     Node* next;
+    std::uint64_t freedAt;  // clock_ when it was freed
   };
   void releaseOldest() {
     Node** link = &head_;
@@ -85,7 +113,22 @@ class AdaptiveThresholdHeap : public Super {
     Node* oldest = *link;
     *link = nullptr;
     cachedBytes_ -= Super::getSize(oldest);
+    --cachedObjects_;
     Super::free(oldest);
+  }
+  // The objects idle for longer than the limit go back (the list is newest first, so
+  // they are its tail).
+  void releaseIdle() {
+    if (limits_.idleOperations == UINT64_MAX) return;
+    Node** link = &head_;
+    while (*link != nullptr && clock_ - (*link)->freedAt <= limits_.idleOperations) link = &(*link)->next;
+    while (*link != nullptr) {
+      Node* idle = *link;
+      *link = idle->next;
+      cachedBytes_ -= Super::getSize(idle);
+      --cachedObjects_;
+      Super::free(idle);
+    }
   }
   void* removeFirst() {
     Node* node = head_;
@@ -95,6 +138,9 @@ class AdaptiveThresholdHeap : public Super {
   Node* head_ = nullptr;
   std::size_t cachedBytes_ = 0;
   std::size_t maxCachedBytes_ = InitialMaxCachedBytes;
+  std::size_t cachedObjects_ = 0;
+  std::uint64_t clock_ = 0;  // mallocs and frees so far
+  CacheLimits limits_{};
 };
 
 }  // namespace heapkit

@@ -10,6 +10,7 @@
 // unseen, since the simulated and the built heap would share the constant.
 #pragma once
 
+#include <atomic>
 #include <concepts>
 #include <cstdint>
 
@@ -56,6 +57,19 @@ template <class H, class T, class V>
 [[gnu::always_inline]] inline void storeMetadata(H& heap, T& word, V&& value) {
   if constexpr (CountingHeap<H>) heap.workCounts().write(&word);
   word = static_cast<V&&>(value);
+}
+
+// A metadata word that other threads may read or write at the same time (a superblock's
+// free token and flags): loaded and stored relaxed, counted like any other.
+template <class H, class T>
+[[gnu::always_inline]] inline T loadMetadata(H& heap, const std::atomic<T>& word) {
+  if constexpr (CountingHeap<H>) heap.workCounts().read(&word);
+  return word.load(std::memory_order_relaxed);
+}
+template <class H, class T, class V>
+[[gnu::always_inline]] inline void storeMetadata(H& heap, std::atomic<T>& word, V&& value) {
+  if constexpr (CountingHeap<H>) heap.workCounts().write(&word);
+  word.store(static_cast<V&&>(value), std::memory_order_relaxed);
 }
 
 // One algorithmic step: a loop iteration (a list node visited, a bin probed), a lookup.

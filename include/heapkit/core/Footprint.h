@@ -1,5 +1,7 @@
 // Bytes a top heap holds from the OS and its high-water mark: the footprint that every
-// benchmark, the simulator and the tests quote.
+// benchmark, the simulator and the tests quote. Also the resident part of it: bytes held
+// less those the layers gave back with purge (core/HeapContract.h, PurgingHeap) and have
+// not reused since, and its high-water mark.
 #pragma once
 
 #include <algorithm>
@@ -12,14 +14,27 @@ class Footprint {
   void add(std::size_t bytes) {
     held_ += bytes;
     peak_ = std::max(peak_, held_);
+    peakResident_ = std::max(peakResident_, held_ - purged_);
   }
   void remove(std::size_t bytes) { held_ -= bytes; }
   std::size_t held() const { return held_; }
   std::size_t peak() const { return peak_; }
 
+  // Pages of held blocks given back to the OS (purge), and taken into use again (reuse).
+  void purge(std::size_t bytes) { purged_ += bytes; }
+  void reuse(std::size_t bytes) {
+    purged_ -= bytes;
+    peakResident_ = std::max(peakResident_, held_ - purged_);
+  }
+  std::size_t resident() const { return held_ - purged_; }
+  std::size_t peakResident() const { return peakResident_; }
+  std::size_t purged() const { return purged_; }
+
  private:
   std::size_t held_ = 0;
   std::size_t peak_ = 0;
+  std::size_t purged_ = 0;
+  std::size_t peakResident_ = 0;
 };
 
 }  // namespace heapkit

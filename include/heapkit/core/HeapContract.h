@@ -57,6 +57,27 @@ concept FootprintHeap = Heap<H> && requires(const H& heap) {
   { heap.peakBytesHeld() } -> std::same_as<std::size_t>;
 };
 
+// Top heaps that can give pages back to the OS without giving up the address range, so
+// that a layer keeping free memory for reuse (ScalableHeap's segments and superblocks)
+// asks its top heap instead of calling madvise itself, and the top heap counts it:
+//  - purge(pages, bytes): the OS takes the pages of [pages, pages + bytes) back; the range
+//    stays held, its contents are lost (they read as zero over MmapHeap; a top heap with
+//    no way to give pages back, MallocHeap, only counts them). Page-aligned, inside one
+//    block the top heap handed out, counted resident (never purged twice).
+//  - reuse(pages, bytes): a purged range is in use again (no system call: the OS faults
+//    pages in on first touch). A layer reuses every range it purged before it frees the
+//    block holding it.
+//  - residentBytes(): bytes held less bytes purged and not reused (pages never touched
+//    count too: a layer that wants them out of the count purges them when it gets them),
+//    and peakResidentBytes() its high-water mark.
+template <class H>
+concept PurgingHeap = FootprintHeap<H> && requires(H& heap, const H& constHeap, void* pages, std::size_t bytes) {
+  heap.purge(pages, bytes);
+  heap.reuse(pages, bytes);
+  { constHeap.residentBytes() } -> std::same_as<std::size_t>;
+  { constHeap.peakResidentBytes() } -> std::same_as<std::size_t>;
+};
+
 // Layers that keep the object's usable size in the machine word just before the object
 // (SizeHeap, CoalesceableHeap, and the heaps built on them) say so; layers that route
 // frees between two heaps by size (HybridHeap, SelectMmapHeap) require it of both.

@@ -14,7 +14,9 @@
 namespace heapkit {
 
 // Source: static void* obtain(std::size_t& bytes) may round bytes up and returns nullptr
-// on failure; static void release(void* block, std::size_t bytes).
+// on failure; static void release(void* block, std::size_t bytes); optionally static void
+// purge(void* pages, std::size_t bytes), which gives pages back to the OS (without it,
+// purge counts the pages out of the resident bytes and leaves them where they are).
 template <class Source>
 class TrackedOsHeap {
  public:
@@ -55,6 +57,15 @@ class TrackedOsHeap {
 
   std::size_t bytesHeld() const { return footprint_.held(); }
   std::size_t peakBytesHeld() const { return footprint_.peak(); }
+
+  // The top-heap contract's purge and reuse (core/HeapContract.h, PurgingHeap).
+  void purge(void* pages, std::size_t bytes) {
+    if constexpr (requires { Source::purge(pages, bytes); }) Source::purge(pages, bytes);
+    footprint_.purge(bytes);
+  }
+  void reuse(void* /*pages*/, std::size_t bytes) { footprint_.reuse(bytes); }
+  std::size_t residentBytes() const { return footprint_.resident(); }
+  std::size_t peakResidentBytes() const { return footprint_.peakResident(); }
 
  private:
   void releaseBlock(OsBlockList::Header* header) {

@@ -7,7 +7,8 @@
 // address-ordered lists and buddy computations decide identically ("policies once,
 // memory twice", docs/simulator.md). The arena counts the bytes held (whole pages) and
 // their high-water mark: the footprint. A released extent's pages go back to the kernel
-// (MADV_DONTNEED) and its granules are reused first fit.
+// (MADV_DONTNEED) and its granules are reused first fit. A layer may also give back pages
+// of an extent it keeps (purge), which count out of the resident bytes.
 //
 // The Memory parameter says what the arena stands for:
 //  - RealMemory: a shipped allocator; nothing is counted;
@@ -102,6 +103,17 @@ class ReservedArena {
     giveBack(first, count);
     if constexpr (Memory::kCounts) ++counts_.steps;
   }
+
+  // The top-heap contract's purge (core/HeapContract.h, PurgingHeap): the pages go back
+  // to the kernel, the granules stay the owner's. One step: a request to the OS.
+  void purge(void* pages, std::size_t bytes) {
+    madvise(pages, bytes, MADV_DONTNEED);
+    footprint_.purge(bytes);
+    if constexpr (Memory::kCounts) ++counts_.steps;
+  }
+  void reuse(void* /*pages*/, std::size_t bytes) { footprint_.reuse(bytes); }
+  std::size_t residentBytes() const { return footprint_.resident(); }
+  std::size_t peakResidentBytes() const { return footprint_.peakResident(); }
 
   bool contains(const void* ptr) const {
     return static_cast<std::size_t>(static_cast<const char*>(ptr) - base_) < granules_ * kGranuleBytes;
@@ -263,6 +275,18 @@ class ArenaHeap {
   // What this allocator holds; the arena's figures are the whole DMM's.
   std::size_t bytesHeld() const { return footprint_.held(); }
   std::size_t peakBytesHeld() const { return footprint_.peak(); }
+
+  // The top-heap contract's purge and reuse, counted here and in the arena.
+  void purge(void* pages, std::size_t bytes) {
+    footprint_.purge(bytes);
+    arena_->purge(pages, bytes);
+  }
+  void reuse(void* pages, std::size_t bytes) {
+    footprint_.reuse(bytes);
+    arena_->reuse(pages, bytes);
+  }
+  std::size_t residentBytes() const { return footprint_.resident(); }
+  std::size_t peakResidentBytes() const { return footprint_.peakResident(); }
 
   Arena& arena() const { return *arena_; }
   std::uint8_t owner() const { return owner_; }

@@ -1,5 +1,7 @@
 // MmapHeap: a top heap that maps fresh pages for every request and unmaps them on free.
-// The footprint is counted in whole pages, as the kernel charges them.
+// The footprint is counted in whole pages, as the kernel charges them. purge gives pages
+// of a mapping back (MADV_DONTNEED: they read as zero when next touched) and keeps the
+// mapping.
 #pragma once
 
 #include <sys/mman.h>
@@ -18,6 +20,7 @@ struct MmapSource {
     return block == MAP_FAILED ? nullptr : block;
   }
   static void release(void* block, std::size_t bytes) { munmap(block, bytes); }
+  static void purge(void* pages, std::size_t bytes) { madvise(pages, bytes, MADV_DONTNEED); }
 };
 
 class MmapHeap : public TrackedOsHeap<MmapSource> {};

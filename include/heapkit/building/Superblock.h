@@ -1,0 +1,344 @@
+// Superblock: a 64 KiB page of objects of one size class (mimalloc's page, Hoard's
+// superblock), and the operations on one: its header found from any object's address by
+// masking, its free list, lazy carving of fresh objects, the list of blocks other threads
+// freed, and the hardening checks of a header. Not a heap by itself: SuperblockHeap
+// (combining/) keeps superblocks per size class, SuperblockPool hands them out, and the
+// large-object path (combining/LargeObjectHeap.h) writes the same header at the start of
+// every medium or large block, so that free finds any pointer's header the same way.
+//
+// Every operation takes the heap it counts against (core/Counting.h): over a counting top
+// heap (the simulator's) each metadata word it reads or writes is counted, one step per
+// loop iteration; over real memory they are plain loads and stores.
+//
+// Layout of a superblock (64 KiB, aligned to 64 KiB):
+//   [16 bytes][objects in the colour gap][header, 192 bytes at one of 16 colours][objects ...]
+// The header sits at a colour offset chosen by the superblock's address, so that headers
+// 64 KiB apart do not all fall in the same cache sets; the gap before it holds objects too.
+#pragma once
+
+#include <atomic>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+#include "heapkit/core/Counting.h"
+#include "heapkit/core/Hardening.h"
+#include "heapkit/core/HeapContract.h"
+
+namespace heapkit {
+
+namespace superblock {
+// Small enough that a class's superblocks empty (and serve other classes) while the
+// program runs: with 256 KiB, espresso's peak RSS was 1.27x glibc's, with 64 KiB 1.14x.
+inline constexpr std::size_t kBytes = 64 * 1024;
+inline constexpr std::size_t kPageBytes = 4096;
+// 16 colours 256 bytes apart (not 192), so that finding the header is a shift, a mask and an or.
+inline constexpr std::size_t kColors = 16;
+inline constexpr std::size_t kColorStride = 256;
+inline constexpr std::size_t kHeaderAreaBytes = kColors * kColorStride;  // 4 KiB
+// Objects in the colour gap start 16 bytes in: an object at a superblock boundary would
+// be taken for a large block's (whose object may start there, see of()).
+inline constexpr std::size_t kGapOffset = kMinAlignment;
+
+// Bits of Superblock::freeFlags. A free in a superblock with none of them set is the fast
+// path: an owner comparison and this one word decide it.
+inline constexpr std::uint32_t kLargeBlock = 1;        // the header of a medium or large block
+inline constexpr std::uint32_t kInteriorPointers = 2;  // memalign handed out pointers inside objects
+inline constexpr std::uint32_t kInFullList = 4;        // a free must follow the full-superblock protocol
+
+// A superblock's free token while a flag is set or no heap owns it: no heap has it.
+inline constexpr std::uint64_t kClosedFreeToken = 0;
+inline constexpr std::uint32_t kFreedLargeCookie = 1;  // xor'ed into a freed large block's cookie
+}  // namespace superblock
+
+struct FreeNode {
+  FreeNode* next;
+};
+
+// Three cache lines, so that frees by other threads (which read the first and write the
+// third) never fight with the owner's allocations (which write the second).
+struct alignas(64) Superblock {
+  // The one word free's fast path compares: the owner heap's token while none of
+  // freeFlags is set, else kClosedFreeToken. Here, not with the owner's data: every free
+  // reads it, and a remote free that read the owner's cache line would take it away from
+  // the owner. Only the owner writes it (relaxed: plain moves).
+  std::atomic<std::uint64_t> freeToken;
+  // Set when the superblock is (re)formatted, then (except freeFlags) only read.
+  void* owner;  // the heap whose class lists hold it (combining/SuperblockHeap.h)
+  char* firstObject;
+  std::uint64_t reciprocal;  // ceil(2^32 / objectBytes): object index without a division
+  std::uint32_t objectBytes;
+  std::uint32_t sizeClass;
+  // Changes rarely (a superblock entering or leaving the full list, memalign). Only the
+  // owner writes it, so relaxed loads and stores suffice, and no read-modify-write.
+  std::atomic<std::uint32_t> freeFlags;
+  // Hardened: tells a header from anything else a masked pointer may land on (0 in the
+  // constant-initialised sentinel, which no free reaches).
+  std::uint32_t cookie = 0;
+  void* block;  // medium and large blocks: where the block came from (see LargeObjectHeap)
+  std::size_t usableBytes;
+  // Written by the owning heap (or under the pool's lock).
+  alignas(64) Superblock* prev;
+  Superblock* next;
+  FreeNode* freeList;
+  char* bump;
+  char* lastStart;     // last address in the bump pointer's region where a whole object fits
+  char* residentEnd;   // pages below it are in use (reused from the top heap) and not purged
+  std::uint32_t used;  // handed out and not yet back on freeList
+  std::uint64_t ownerToken;  // the owner heap's free token
+  // Written by other threads.
+  alignas(64) std::atomic<FreeNode*> remoteFree;
+  std::atomic<std::uint32_t> inFullList;
+  Superblock* nextReactivated;
+
+  // ---- finding a header --------------------------------------------------------------
+
+  static Superblock* headerAt(std::uintptr_t base) {
+    using namespace superblock;
+    constexpr std::size_t kShift = std::countr_zero(kBytes) - std::countr_zero(kColorStride);
+    return reinterpret_cast<Superblock*>(base | ((base >> kShift) & ((kColors - 1) * kColorStride)));
+  }
+  static std::uintptr_t baseOf(const Superblock* sb) {
+    return reinterpret_cast<std::uintptr_t>(sb) & ~(superblock::kBytes - 1);
+  }
+  // The header of the superblock or block holding `pointer`, which is an object's start.
+  static Superblock* of(const void* pointer) {
+    auto address = reinterpret_cast<std::uintptr_t>(pointer);
+    auto base = address & ~(superblock::kBytes - 1);
+    // Only a large block aligned to a superblock boundary starts there (a superblock's
+    // objects start kGapOffset in at least): its header sits one superblock below.
+    if (base == address) base -= superblock::kBytes;
+    return headerAt(base);
+  }
+  // A fresh header for the superblock (or block) at `base`: the fields other than these
+  // are zero until it is formatted.
+  template <bool Hardened, class H>
+  static Superblock* create(H& heap, std::uintptr_t base) {
+    auto* sb = new (headerAt(base)) Superblock();
+    if constexpr (Hardened) storeMetadata(heap, sb->cookie, liveCookie(sb));
+    return sb;
+  }
+
+  // ---- formatting for a size class ---------------------------------------------------
+
+  // Makes the superblock serve objects of `objectBytes` for `owner`. The colour gap
+  // before the header is carved first (it shares the header's page).
+  template <class H>
+  void format(H& heap, void* ownerHeap, std::uint64_t token, std::size_t sizeClassIndex, std::size_t objectSize) {
+    auto objectBytesValue = static_cast<std::uint32_t>(objectSize);
+    char* base = reinterpret_cast<char*>(baseOf(this));
+    storeMetadata(heap, owner, ownerHeap);
+    storeMetadata(heap, ownerToken, token);
+    storeMetadata(heap, prev, nullptr);
+    storeMetadata(heap, next, nullptr);
+    storeMetadata(heap, freeList, nullptr);
+    storeMetadata(heap, firstObject, reinterpret_cast<char*>(this + 1));
+    char* gapStart = base + superblock::kGapOffset;
+    if (reinterpret_cast<char*>(this) - gapStart >= static_cast<std::ptrdiff_t>(objectBytesValue)) {
+      storeMetadata(heap, bump, gapStart);
+      storeMetadata(heap, lastStart, reinterpret_cast<char*>(this) - objectBytesValue);
+    } else {
+      storeMetadata(heap, bump, reinterpret_cast<char*>(this + 1));
+      storeMetadata(heap, lastStart, base + superblock::kBytes - objectBytesValue);
+    }
+    storeMetadata(heap, objectBytes, objectBytesValue);
+    storeMetadata(heap, reciprocal, ((std::uint64_t{1} << 32) + objectBytesValue - 1) / objectBytesValue);
+    storeMetadata(heap, sizeClass, static_cast<std::uint32_t>(sizeClassIndex));
+    storeMetadata(heap, used, 0u);
+    storeMetadata(heap, freeFlags, 0u);
+    syncFreeToken(heap);
+    remoteFree.store(nullptr, std::memory_order_relaxed);
+    inFullList.store(0, std::memory_order_relaxed);
+    nextReactivated = nullptr;
+  }
+
+  // ---- flags and the free token --------------------------------------------------------
+
+  template <class H>
+  std::uint32_t flags(H& heap) const {
+    return loadMetadata(heap, freeFlags);
+  }
+  template <class H>
+  void setFlag(H& heap, std::uint32_t flag) {
+    storeMetadata(heap, freeFlags, flags(heap) | flag);
+    syncFreeToken(heap);
+  }
+  template <class H>
+  void clearFlag(H& heap, std::uint32_t flag) {
+    storeMetadata(heap, freeFlags, flags(heap) & ~flag);
+    syncFreeToken(heap);
+  }
+  // The owner's token opens free's fast path; a flag, or no owner, closes it.
+  template <class H>
+  void syncFreeToken(H& heap) {
+    bool open = loadMetadata(heap, owner) != nullptr && flags(heap) == 0;
+    storeMetadata(heap, freeToken, open ? loadMetadata(heap, ownerToken) : superblock::kClosedFreeToken);
+  }
+  template <class H>
+  void disown(H& heap) {
+    storeMetadata(heap, owner, nullptr);
+    syncFreeToken(heap);
+  }
+
+  // ---- objects ---------------------------------------------------------------------------
+
+  // Pops `node`, the head of the free list, for the program: every malloc path ends here.
+  template <bool Hardened, class H>
+  [[gnu::always_inline]] void* handOut(H& heap, FreeNode* node) {
+    storeMetadata(heap, freeList, loadMetadata(heap, node->next));
+    storeMetadata(heap, used, loadMetadata(heap, used) + 1);
+    if constexpr (Hardened) hardening::untagAllocated(node);
+    return node;
+  }
+
+  // Pushes a freed object; true when the superblock is now empty.
+  template <class H>
+  [[gnu::always_inline]] bool pushFreed(H& heap, FreeNode* node) {
+    storeMetadata(heap, node->next, loadMetadata(heap, freeList));
+    storeMetadata(heap, freeList, node);
+    std::uint32_t nowUsed = loadMetadata(heap, used) - 1;
+    storeMetadata(heap, used, nowUsed);
+    return nowUsed == 0;
+  }
+
+  // Threads the never-used objects that start in the page the bump pointer is in (at
+  // least one) onto the empty free list, so that malloc's inline path serves the next
+  // ones. Writing their links touches only that page: the resident set still grows with
+  // use. False when no fresh object is left. residentEnd follows the bump pointer; the
+  // caller accounts for the pages it grew into.
+  template <class H>
+  bool carveFreshObjects(H& heap) {
+    char* start = loadMetadata(heap, bump);
+    char* last = loadMetadata(heap, lastStart);
+    std::size_t size = loadMetadata(heap, objectBytes);
+    if (start > last) {
+      // The gap is used up (the bump pointer is below the header): on past the header.
+      if (start > reinterpret_cast<char*>(this)) return false;
+      start = loadMetadata(heap, firstObject);
+      last = reinterpret_cast<char*>(baseOf(this)) + superblock::kBytes - size;
+      storeMetadata(heap, lastStart, last);
+    }
+    std::size_t available = static_cast<std::size_t>(last - start) / size + 1;
+    auto address = reinterpret_cast<std::uintptr_t>(start);
+    std::size_t inThisPage = (alignUp(address + 1, superblock::kPageBytes) - address + size - 1) / size;
+    std::size_t count = available < inThisPage ? available : inThisPage;
+    char* object = start;
+    for (std::size_t i = 1; i < count; ++i, object += size) {
+      countStep(heap);
+      storeMetadata(heap, reinterpret_cast<FreeNode*>(object)->next, reinterpret_cast<FreeNode*>(object + size));
+    }
+    storeMetadata(heap, reinterpret_cast<FreeNode*>(object)->next, nullptr);
+    storeMetadata(heap, freeList, reinterpret_cast<FreeNode*>(start));
+    storeMetadata(heap, bump, object + size);
+    if (object + size > loadMetadata(heap, residentEnd)) storeMetadata(heap, residentEnd, object + size);
+    return true;
+  }
+
+  // Splices the list of blocks other threads freed onto the free list whole. The walk
+  // only reads (to count the blocks and find the tail): the blocks were last written by
+  // other threads' cores, and relinking each one would cost a second cache-line transfer
+  // per block.
+  template <bool Hardened>
+  void collectRemote() {
+    if (remoteFree.load(std::memory_order_relaxed) == nullptr) return;
+    FreeNode* head = remoteFree.exchange(nullptr, std::memory_order_acquire);
+    FreeNode* tail = head;
+    std::uint32_t count = 1;
+    while (tail->next != nullptr) {
+      tail = tail->next;
+      // Every block on the list was handed out: more means a cycle (a block freed twice
+      // by other threads at once), which would otherwise loop here for ever.
+      if constexpr (Hardened) {
+        if (count == used) [[unlikely]] hardening::corruptFreeList(this);
+      }
+      ++count;
+    }
+    if (freeList != nullptr) tail->next = freeList;
+    freeList = head;
+    used -= count;
+  }
+
+  // A block freed by a thread that does not own the superblock. True when the free
+  // claimed the superblock out of its owner's full list (the caller hands it back).
+  bool pushRemote(FreeNode* node) {
+    FreeNode* head = remoteFree.load(std::memory_order_relaxed);
+    do {
+      node->next = head;
+    } while (!remoteFree.compare_exchange_weak(head, node, std::memory_order_seq_cst, std::memory_order_relaxed));
+    if (inFullList.load(std::memory_order_seq_cst) == 0) return false;
+    std::uint32_t expected = 1;
+    return inFullList.compare_exchange_strong(expected, 0, std::memory_order_seq_cst);
+  }
+
+  // The start of the object holding `pointer` (memalign hands out interior pointers).
+  template <class H>
+  void* objectStart(H& heap, void* pointer) const {
+    char* start = pointer < static_cast<const void*>(this) ? reinterpret_cast<char*>(baseOf(this)) + superblock::kGapOffset
+                                                           : loadMetadata(heap, firstObject);
+    auto offset = static_cast<std::uint64_t>(static_cast<char*>(pointer) - start);
+    std::uint64_t index = (offset * loadMetadata(heap, reciprocal)) >> 32;
+    return start + index * loadMetadata(heap, objectBytes);
+  }
+
+  // The bytes the program may use from `pointer`, an object (or, after memalign, a
+  // pointer inside one) of the superblock or block whose header this is.
+  template <class H>
+  std::size_t usableFrom(H& heap, void* pointer) const {
+    auto* p = static_cast<char*>(pointer);
+    std::uint32_t flagBits = flags(heap);
+    if (flagBits & superblock::kLargeBlock)
+      return loadMetadata(heap, usableBytes) - static_cast<std::size_t>(p - loadMetadata(heap, firstObject));
+    if (!(flagBits & superblock::kInteriorPointers)) return loadMetadata(heap, objectBytes);
+    auto* start = static_cast<char*>(objectStart(heap, pointer));
+    return loadMetadata(heap, objectBytes) - static_cast<std::size_t>(p - start);
+  }
+
+  // ---- hardening ---------------------------------------------------------------------
+  // A free's pointer is masked to a header; the header's cookie (the secret mixed with
+  // its address) tells a real header from whatever a foreign pointer lands on. A small
+  // object's start is a whole number of objects from the first, and its second word holds
+  // its tag while it is free (double frees). A large block's cookie changes when it is
+  // freed, so a second free of a kept block is told from an invalid pointer.
+
+  static std::uint32_t liveCookie(const Superblock* sb) { return static_cast<std::uint32_t>(hardening::tagOf(sb)); }
+
+  // Objects lie in two runs: the colour gap before the header (from kGapOffset) and from
+  // the end of the header to the superblock's end. For offsets within a superblock, the
+  // low 32 bits of offset * ceil(2^32 / size) are k * (the rounding error, < size) < 2^16
+  // when offset = k * size, and at least 2^32 / size >= 2^17 otherwise: a multiply and a
+  // compare instead of a division.
+  bool isObjectStart(const void* pointer) const {
+    auto* object = static_cast<const char*>(pointer);
+    auto* header = reinterpret_cast<const char*>(this);
+    auto* base = reinterpret_cast<const char*>(baseOf(this));
+    const char* start = object < header ? base + superblock::kGapOffset : firstObject;
+    const char* end = object < header ? header : base + superblock::kBytes;
+    if (object < start) return false;
+    auto offset = static_cast<std::uint64_t>(object - start);
+    return offset + objectBytes <= static_cast<std::uint64_t>(end - start) &&
+           static_cast<std::uint32_t>(offset * reciprocal) < superblock::kBytes;
+  }
+
+  // The checks of a free that left the owner's fast path; the object's tag is checked
+  // once its start is known.
+  void checkHeader(void* pointer) {
+    std::uint32_t live = liveCookie(this);
+    std::uint32_t flagBits = freeFlags.load(std::memory_order_relaxed);
+    if (cookie != live) [[unlikely]] {
+      if (cookie == (live ^ superblock::kFreedLargeCookie) && pointer == firstObject) hardening::doubleFree(pointer);
+      hardening::invalidPointer(pointer);
+    }
+    if (flagBits & superblock::kLargeBlock) {
+      if (pointer != firstObject) [[unlikely]] hardening::invalidPointer(pointer);
+      cookie = live ^ superblock::kFreedLargeCookie;  // a new header is written when the block is reused
+    } else if (!(flagBits & superblock::kInteriorPointers) && !isObjectStart(pointer)) [[unlikely]] {
+      hardening::invalidPointer(pointer);
+    }
+  }
+};
+static_assert(sizeof(Superblock) == 192 && sizeof(Superblock) % kMinAlignment == 0);
+static_assert(sizeof(Superblock) <= superblock::kColorStride && superblock::kBytes / superblock::kColors >= superblock::kColorStride);
+static_assert(superblock::kHeaderAreaBytes <= superblock::kPageBytes);
+
+}  // namespace heapkit

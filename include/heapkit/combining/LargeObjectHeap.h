@@ -1,0 +1,172 @@
+// LargeObjectHeap: ScalableHeap's blocks above its small-object classes. Each gets a
+// superblock header (building/Superblock.h) flagged as a large block at the start of its
+// first 64 KiB, so that free finds it from the pointer like any small object's, and so
+// that the owner's free fast path never takes it (its free token is closed):
+//  - blocks up to spanMaxBytes (32 MiB, glibc's largest mmap threshold; alignment below
+//    64 KiB) are spans of 64 KiB slices from the segments (building/SegmentHeap.h): a
+//    freed span is reused by the next request that fits (a bigger one is split), and its
+//    pages go back to the OS after a delay or over a budget, so a program passing 32 KiB
+//    records between threads, or replacing buffers of a few hundred KiB or images of a
+//    few MiB, makes no system call per block. Only the pages up to the request's last are
+//    counted resident (and handed out: getSize);
+//  - larger blocks (and those aligned to 64 KiB or more) are blocks of the parent's
+//    mallocs: a cache of freed blocks (AdaptiveThresholdHeap) keeps them for reuse within
+//    a budget this layer sets, twice the biggest block freed within recentOperations
+//    large operations, at least cacheMinBytes, at most cacheMaxBytes (glibc's trim
+//    threshold follows its mmap threshold at 2x; two blocks of the biggest size is what
+//    a loop replacing a working set needs).
+// Not thread-safe: ScalableHeap calls it under its pool lock; a block freed by any
+// thread comes back here, which is the medium blocks' cross-thread return path.
+//
+// Counted (core/Counting.h): the header's words and the live list's links.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "heapkit/building/Superblock.h"
+#include "heapkit/core/Counting.h"
+#include "heapkit/core/Hardening.h"
+#include "heapkit/core/HeapContract.h"
+
+namespace heapkit {
+
+struct LargeObjectConfig {
+  std::size_t spanMaxBytes = 32 * 1024 * 1024;
+  std::size_t cacheMinBytes = 4 * 1024 * 1024;
+  std::size_t cacheMaxBytes = 64 * 1024 * 1024;
+  std::uint64_t recentOperations = 1024;
+};
+
+template <class Super>
+class LargeObjectHeap : public Super {
+  static constexpr bool kHardened = hardened<Super>();
+  static constexpr std::size_t kSb = superblock::kBytes;
+  // Where a block came from, in its header's sizeClass (unused by large blocks otherwise).
+  static constexpr std::uint32_t kFromSpan = 1;
+  static constexpr std::uint32_t kFromParent = 2;
+
+ public:
+  using Segment = typename Super::Segment;
+
+  template <class... SuperArgs>
+  explicit LargeObjectHeap(const LargeObjectConfig& config, SuperArgs&&... superArgs)
+      : Super(std::forward<SuperArgs>(superArgs)...), config_(config) {
+    setCacheBudget();
+  }
+  LargeObjectHeap() { setCacheBudget(); }
+
+  ~LargeObjectHeap() {
+    // Live blocks of the parent go back (medium blocks go with their segments).
+    while (largeBlocks_ != nullptr) {
+      Superblock* sb = largeBlocks_;
+      largeBlocks_ = sb->next;
+      Super::free(sb->block);
+    }
+  }
+
+  // A block of at least `size` bytes aligned to `alignment` (a power of two), or null.
+  void* mallocLarge(std::size_t size, std::size_t alignment) {
+    if (size > kMaxRequestBytes - 2 * kSb - superblock::kHeaderAreaBytes - alignment) return nullptr;
+    std::size_t usable = alignUp(size, kMinAlignment);
+    if (alignment < kSb && usable <= config_.spanMaxBytes) return mallocSpan(usable, alignment);
+    return mallocFromParent(usable, alignment);
+  }
+
+  void freeLarge(Superblock* sb) {
+    if (loadMetadata(*this, sb->sizeClass) == kFromSpan) {
+      Super::freeSpan(static_cast<Segment*>(loadMetadata(*this, sb->block)), reinterpret_cast<void*>(Superblock::baseOf(sb)));
+      return;
+    }
+    Superblock* prev = loadMetadata(*this, sb->prev);
+    Superblock* next = loadMetadata(*this, sb->next);
+    if (prev != nullptr) storeMetadata(*this, prev->next, next);
+    else largeBlocks_ = next;
+    if (next != nullptr) storeMetadata(*this, next->prev, prev);
+    void* raw = loadMetadata(*this, sb->block);
+    std::size_t bytes = Super::getSize(raw);
+    ++clock_;
+    if (!keptByParent(bytes)) {
+      // Too big to keep: it does not raise the budget of the blocks that are.
+    } else if (bytes >= recentLargestFree_ || clock_ - recentLargestFreeAt_ > config_.recentOperations) {
+      recentLargestFree_ = bytes;
+      recentLargestFreeAt_ = clock_;
+    }
+    setCacheBudget();
+    Super::free(raw);
+  }
+
+  const LargeObjectConfig& largeObjectConfig() const { return config_; }
+
+ private:
+  // The header sits at the start of the span, the object after it.
+  void* mallocSpan(std::size_t usable, std::size_t alignment) {
+    std::size_t slices = (superblock::kHeaderAreaBytes + alignment + usable + kSb - 1) / kSb;
+    Segment* segment = nullptr;
+    auto* span = static_cast<char*>(Super::allocSpan(slices, segment));
+    if (span == nullptr) return nullptr;
+    Superblock* sb = Superblock::create<kHardened>(*this, reinterpret_cast<std::uintptr_t>(span));
+    auto* object = reinterpret_cast<char*>(alignUp(reinterpret_cast<std::uintptr_t>(sb + 1), alignment));
+    auto* end = reinterpret_cast<char*>(alignUp(reinterpret_cast<std::uintptr_t>(object + usable), superblock::kPageBytes));
+    Super::makeResident(segment, span, end);
+    storeMetadata(*this, sb->freeFlags, superblock::kLargeBlock);
+    storeMetadata(*this, sb->sizeClass, kFromSpan);
+    storeMetadata(*this, sb->block, static_cast<void*>(segment));
+    storeMetadata(*this, sb->firstObject, object);
+    storeMetadata(*this, sb->usableBytes, static_cast<std::size_t>(end - object));
+    return object;
+  }
+
+  // A block of the parent: its first 64 KiB boundary past the start holds the header
+  // (for alignments of 64 KiB or more, the boundary before the object does, and the
+  // object starts on a boundary: free looks one superblock below for its header).
+  void* mallocFromParent(std::size_t usable, std::size_t alignment) {
+    std::size_t bytes = usable + kSb + superblock::kHeaderAreaBytes + kMinAlignment + alignment + (alignment >= kSb ? kSb : 0);
+    ++clock_;
+    void* raw = Super::malloc(bytes);
+    if (raw == nullptr) return nullptr;
+    auto rawAddress = reinterpret_cast<std::uintptr_t>(raw);
+    std::uintptr_t base, object;
+    if (alignment >= kSb) {
+      object = alignUp(rawAddress + kMinAlignment + superblock::kHeaderAreaBytes + kSb, alignment);
+      base = object - kSb;
+    } else {
+      base = alignUp(rawAddress + kMinAlignment, kSb);
+      object = alignUp(reinterpret_cast<std::uintptr_t>(Superblock::headerAt(base) + 1), alignment);
+    }
+    Superblock* sb = Superblock::create<kHardened>(*this, base);
+    storeMetadata(*this, sb->freeFlags, superblock::kLargeBlock);
+    storeMetadata(*this, sb->sizeClass, kFromParent);
+    storeMetadata(*this, sb->block, raw);
+    storeMetadata(*this, sb->firstObject, reinterpret_cast<char*>(object));
+    storeMetadata(*this, sb->usableBytes, rawAddress + Super::getSize(raw) - object);
+    storeMetadata(*this, sb->prev, nullptr);
+    storeMetadata(*this, sb->next, largeBlocks_);
+    if (largeBlocks_ != nullptr) storeMetadata(*this, largeBlocks_->prev, sb);
+    largeBlocks_ = sb;
+    return reinterpret_cast<void*>(object);
+  }
+
+  bool keptByParent(std::size_t bytes) const {
+    if constexpr (requires(const Super& parent) { parent.limits().maxObjectBytes; }) return bytes <= Super::limits().maxObjectBytes;
+    else return true;
+  }
+
+  void setCacheBudget() {
+    if constexpr (requires(Super& parent) { parent.setTrimThreshold(std::size_t{}); }) {
+      std::size_t budget = 2 * recentLargestFree_;
+      if (budget < config_.cacheMinBytes) budget = config_.cacheMinBytes;
+      if (budget > config_.cacheMaxBytes) budget = config_.cacheMaxBytes;
+      Super::setTrimThreshold(budget);
+    }
+  }
+
+  LargeObjectConfig config_{};
+  Superblock* largeBlocks_ = nullptr;  // live blocks of the parent, for the destructor
+  std::uint64_t clock_ = 0;            // large mallocs and frees so far
+  std::size_t recentLargestFree_ = 0;
+  std::uint64_t recentLargestFreeAt_ = 0;
+};
+
+}  // namespace heapkit

@@ -1,0 +1,141 @@
+// ThreadHeapRegistry: which heap each thread of a multi-threaded allocator uses, and the
+// heaps' life cycle. The only layer of ScalableHeap with thread-locals and pthread keys.
+//  - A thread's heap is cached in an initial-exec thread-local, with the id of the
+//    registry (allocator instance) it belongs to and the heap's free token, so malloc's
+//    and free's inline paths read it with no call. The pthread key is the fallback when a
+//    thread uses several instances, and its destructor is how the registry learns that a
+//    thread exited.
+//  - A thread's heap is handed on to the next new thread when the thread exits, so many
+//    short-lived threads reuse a few heaps.
+//  - Free tokens identify a heap for free's inline path (a superblock holds its owner's
+//    token: see building/Superblock.h). They are never reused: a heap's address may be,
+//    once an instance is destroyed, while other threads still cache a pointer to it.
+// Heap: the per-thread heap, with freeToken(), and the links nextFree, nextAll.
+#pragma once
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "heapkit/threads/Locks.h"
+
+namespace heapkit {
+
+template <class Heap>
+class ThreadHeapRegistry {
+ public:
+  struct ThreadCache {
+    std::uint64_t instanceId;
+    Heap* heap;
+    std::uint64_t freeToken;  // heap->freeToken(), or kNoFreeToken
+  };
+  // A thread's token when it has no heap: no superblock holds it.
+  static constexpr std::uint64_t kNoFreeToken = ~std::uint64_t{0};
+
+  // One entry per thread: the heap of the instance it used last.
+  static inline constinit thread_local ThreadCache threadCache{0, nullptr, kNoFreeToken};
+
+  static std::uint64_t newFreeToken() {
+    static constinit std::atomic<std::uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // onThreadExit(heap) runs when a thread that has a heap exits.
+  explicit ThreadHeapRegistry(void (*onThreadExit)(void*))
+      : id_(nextInstanceId().fetch_add(1, std::memory_order_relaxed)) {
+    keyOk_ = pthread_key_create(&key_, onThreadExit) == 0;
+  }
+  ThreadHeapRegistry(const ThreadHeapRegistry&) = delete;
+  ThreadHeapRegistry& operator=(const ThreadHeapRegistry&) = delete;
+  ~ThreadHeapRegistry() {
+    if (keyOk_) pthread_key_delete(key_);
+    if (threadCache.instanceId == id_) threadCache = {0, nullptr, kNoFreeToken};
+  }
+
+  std::uint64_t id() const { return id_; }
+
+  // This thread's heap; with `create`, a free one or createHeap()'s (called under the
+  // registry's lock) if it has none. Null when it has none (or none could be made).
+  template <class Create>
+  Heap* myHeap(bool create, Create&& createHeap) {
+    if (threadCache.instanceId == id_) return threadCache.heap;
+    auto* heap = keyOk_ ? static_cast<Heap*>(pthread_getspecific(key_)) : nullptr;
+    if (heap == nullptr) {
+      if (!create) return nullptr;
+      heap = acquire(createHeap);
+      if (heap == nullptr) return nullptr;
+      threadCache = {id_, heap, heap->freeToken()};
+      // Set after the cache: pthread_setspecific may itself call malloc (keys >= 32).
+      if (keyOk_) pthread_setspecific(key_, heap);
+    }
+    threadCache = {id_, heap, heap->freeToken()};
+    return heap;
+  }
+
+  // This thread no longer uses its heap (the caller then releases it).
+  void forgetThisThread() {
+    if (keyOk_) pthread_setspecific(key_, nullptr);
+  }
+
+  // `heap` is free for the next thread that needs one.
+  void release(Heap* heap) {
+    LockGuard<SpinLock> guard(heapsLock_);
+    heap->nextFree = freeHeaps_;
+    freeHeaps_ = heap;
+  }
+  // No thread of this instance caches `heap` any more (the caller is releasing it).
+  static void uncache(Heap* heap) {
+    if (threadCache.heap == heap) threadCache = {0, nullptr, kNoFreeToken};
+  }
+
+  // Every heap ever made, for the owner's destructor.
+  template <class F>
+  void forEachHeap(F&& f) {
+    Heap* heap = allHeaps_;
+    while (heap != nullptr) {
+      Heap* next = heap->nextAll;
+      f(heap);
+      heap = next;
+    }
+    allHeaps_ = nullptr;
+    freeHeaps_ = nullptr;
+  }
+
+  // Fork: in the child, the heaps of threads that do not exist there are never handed on
+  // (one of them may have been mid-update when fork() copied it); heaps on the free list
+  // were released whole and are safe to hand on.
+  void prepareFork() { heapsLock_.lock(); }
+  void parentAfterFork() { heapsLock_.unlock(); }
+  void childAfterFork() { heapsLock_.reset(); }
+
+ private:
+  static std::atomic<std::uint64_t>& nextInstanceId() {
+    static constinit std::atomic<std::uint64_t> next{1};
+    return next;
+  }
+
+  template <class Create>
+  Heap* acquire(Create& createHeap) {
+    LockGuard<SpinLock> guard(heapsLock_);
+    if (freeHeaps_ != nullptr) {
+      Heap* heap = freeHeaps_;
+      freeHeaps_ = heap->nextFree;
+      return heap;
+    }
+    Heap* heap = createHeap();
+    if (heap == nullptr) return nullptr;
+    heap->nextAll = allHeaps_;
+    allHeaps_ = heap;
+    return heap;
+  }
+
+  const std::uint64_t id_;
+  pthread_key_t key_{};
+  bool keyOk_ = false;
+  SpinLock heapsLock_;  // guards the lists; taken before the owner's other locks
+  Heap* freeHeaps_ = nullptr;
+  Heap* allHeaps_ = nullptr;
+};
+
+}  // namespace heapkit

@@ -1,0 +1,403 @@
+// libheapkit.so's single-thread path as layers (general/ScalableCoreHeap.h): the model
+// check over real memory, over CountedMemory and over the simulator's memory, with the
+// 40 classes by type and any classes by value; the simulated heap holds the same bytes,
+// keeps the same resident bytes and counts the same work as the counted one; counts come
+// from the accesses; segments, spans and their delayed purge.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "heapkit/general/ScalableCoreHeap.h"
+#include "heapkit/objectrep/SizeHeap.h"
+#include "heapkit/top/ArenaHeap.h"
+#include "support/AuditedTop.h"
+#include "support/ModelCheck.h"
+
+namespace heapkit::testing {
+namespace {
+
+constexpr std::size_t kKiB = 1024;
+constexpr std::size_t kMiB = 1024 * kKiB;
+constexpr std::uint8_t kOwner = 1;
+
+// An audited top that also records the resident bytes left when it is destroyed: every
+// range a layer purged must have been reused before its block went back.
+struct ResidentAudit {
+  static inline std::size_t leftoverResident = 0;
+  static inline std::size_t leftoverHeld = 0;
+};
+class ResidentAuditedTop : public AuditedTop {
+ public:
+  ~ResidentAuditedTop() {
+    ResidentAudit::leftoverResident += residentBytes();
+    ResidentAudit::leftoverHeld += bytesHeld();
+  }
+};
+
+using TypedCore = ScalableCoreHeap<ScalableSizeClasses, ResidentAuditedTop>;
+using ValueCore = ScalableCoreHeap<SizeClassTable, ResidentAuditedTop>;
+static_assert(SizedHeap<TypedCore> && FootprintHeap<TypedCore> && PurgingHeap<TypedCore>);
+static_assert(sizeof(SuperblockHeap<ScalableSizeClasses, ResidentAuditedTop>) <
+                  sizeof(SuperblockHeap<SizeClassTable, ResidentAuditedTop>),
+              "classes by type take no room in the heap");
+
+// Sizes across the three paths: small, medium (spans) and large (the parent's blocks).
+SizeDistribution mixedSizes() {
+  return {"mixed", [](std::mt19937_64& rng) -> std::size_t {
+            unsigned kind = static_cast<unsigned>(rng() % 100);
+            if (kind < 70) return std::uniform_int_distribution<std::size_t>(1, 2048)(rng);
+            if (kind < 85) return std::uniform_int_distribution<std::size_t>(2049, 32 * kKiB)(rng);
+            if (kind < 98) return std::uniform_int_distribution<std::size_t>(32 * kKiB + 1, 1100 * kKiB)(rng);
+            return std::uniform_int_distribution<std::size_t>(1100 * kKiB, 6 * kMiB)(rng);
+          }};
+}
+
+std::vector<std::size_t> fittedClasses() { return {16, 48, 64, 96, 224, 400, 1024, 1536, 4096, 9008, 20000 / 16 * 16}; }
+
+ScalableCoreConfig configWith(std::vector<std::size_t> classes) {
+  ScalableCoreConfig config;
+  config.classes = SizeClassTable(classes);
+  return config;
+}
+
+// The sanitizer build (`make test-asan`) runs a quarter of the operations: its code is
+// several times slower.
+std::size_t scaled(std::size_t operations) {
+  const char* text = std::getenv("HEAPKIT_TEST_SCALE");
+  double scale = text != nullptr ? std::atof(text) : 1.0;
+  return scale > 0 && scale < 1 ? static_cast<std::size_t>(static_cast<double>(operations) * scale) : operations;
+}
+
+template <class H>
+void modelCheck(H& heap, std::uint64_t seed, std::size_t operations) {
+  ModelChecker<H> checker(heap, seed);
+  ModelCheckOptions options;
+  options.operations = scaled(operations);
+  std::vector<SizeDistribution> distributions = standardDistributions();
+  distributions.push_back(mixedSizes());
+  for (const SizeDistribution& sizes : distributions) {
+    SCOPED_TRACE(sizes.name);
+    checker.run(sizes, options);
+    EXPECT_LE(heap.residentBytes(), heap.bytesHeld());
+  }
+}
+
+TEST(ScalableCoreHeap, ModelCheckOverRealMemoryReturnsEverything) {
+  TeardownAudit::leftoverBytes = 0;
+  ResidentAudit::leftoverResident = 0;
+  {
+    TypedCore typed;
+    modelCheck(typed, 11, 6000);
+    ValueCore value(configWith(fittedClasses()));
+    modelCheck(value, 12, 6000);
+    ValueCore none(configWith({}));  // no small classes: every request a span or a block
+    modelCheck(none, 13, 1500);
+  }
+  EXPECT_EQ(TeardownAudit::leftoverBytes, 0u);
+  EXPECT_EQ(ResidentAudit::leftoverResident, 0u) << "a purged range was not reused before its block went back";
+}
+
+TEST(ScalableCoreHeap, SizeClassTablesAreCheckedAndUsed) {
+  EXPECT_EQ(SizeClassTable::check(std::vector<std::size_t>{16, 32}), nullptr);
+  EXPECT_NE(SizeClassTable::check(std::vector<std::size_t>{32, 16}), nullptr);
+  EXPECT_NE(SizeClassTable::check(std::vector<std::size_t>{24}), nullptr);
+  EXPECT_NE(SizeClassTable::check(std::vector<std::size_t>{64 * kKiB}), nullptr);
+  EXPECT_NE(SizeClassTable::check(std::vector<std::size_t>(65, 16)), nullptr);
+  SizeClassTable table(fittedClasses());
+  ValueCore heap(configWith(fittedClasses()));
+  for (std::size_t size = 1; size <= table.maxBytes(); size += size < 2100 ? 1 : 97) {
+    std::size_t expected = 0;
+    for (std::size_t bytes : fittedClasses())
+      if (bytes >= size) {
+        expected = bytes;
+        break;
+      }
+    ASSERT_EQ(table.bytesOf(table.classOf(size)), expected) << size;
+    void* object = heap.malloc(size);
+    ASSERT_EQ(heap.getSize(object), expected) << size;
+    heap.free(object);
+  }
+  // The default table is libheapkit.so's classes.
+  SizeClassTable defaults;
+  ASSERT_EQ(defaults.count(), ScalableSizeClasses::count());
+  for (std::size_t size = 1; size <= ScalableSizeClasses::maxBytes(); ++size)
+    ASSERT_EQ(defaults.classOf(size), ScalableSizeClasses::classOf(size));
+}
+
+// ---- the simulator's memory -----------------------------------------------------------
+
+template <class Memory, class Classes>
+using ArenaCore = ScalableCoreHeap<Classes, ArenaHeap<ReservedArena<Memory>>>;
+
+TEST(ScalableCoreHeap, ModelCheckOverCountedAndSimulatedMemory) {
+  {
+    ReservedArena<CountedMemory> arena(std::size_t{4} << 30);
+    ArenaCore<CountedMemory, SizeClassTable> heap(configWith(fittedClasses()), arena, kOwner);
+    modelCheck(heap, 21, 4000);
+    EXPECT_GT(arena.workCounts().reads, 0u);
+  }
+  {
+    ReservedArena<SimulatedMemory> arena(std::size_t{4} << 30);
+    ArenaCore<SimulatedMemory, ScalableSizeClasses> heap(ScalableCoreConfig{}, arena, kOwner);
+    modelCheck(heap, 22, 4000);
+  }
+}
+
+struct Trace {
+  std::vector<std::ptrdiff_t> offsets;   // of every object from the arena's base
+  std::vector<std::size_t> held;         // bytes held after every operation
+  std::vector<std::size_t> resident;     // resident bytes after every operation
+  WorkCounts counts;
+  std::size_t peakHeld = 0, peakResident = 0;
+};
+
+// One fixed random sequence of mallocs and frees (no data written: the simulator never
+// writes the application's data), objects as offsets from the arena's base.
+template <class Memory, class Classes>
+Trace runSequence(const ScalableCoreConfig& config, std::uint64_t seed, int steps) {
+  ReservedArena<Memory> arena(std::size_t{4} << 30);
+  Trace trace;
+  {
+    ArenaCore<Memory, Classes> heap(config, arena, kOwner);
+    std::mt19937_64 rng(seed);
+    SizeDistribution sizes = mixedSizes();
+    std::vector<void*> live;
+    for (int step = 0; step < steps; ++step) {
+      if (!live.empty() && rng() % 100 < 47) {
+        std::size_t index = rng() % live.size();
+        heap.free(live[index]);
+        live[index] = live.back();
+        live.pop_back();
+      } else {
+        // One request in 200 is over the spans' 32 MiB: the large-block cache's path.
+        std::size_t size = rng() % 200 == 0 ? 33 * kMiB + rng() % (16 * kMiB) : sizes.draw(rng);
+        void* object = heap.malloc(size);
+        EXPECT_NE(object, nullptr);
+        trace.offsets.push_back(static_cast<char*>(object) - arena.base());
+        live.push_back(object);
+      }
+      trace.held.push_back(heap.bytesHeld());
+      trace.resident.push_back(heap.residentBytes());
+    }
+    for (void* object : live) heap.free(object);
+    trace.counts = arena.workCounts();
+    trace.peakHeld = heap.peakBytesHeld();
+    trace.peakResident = heap.peakResidentBytes();
+  }
+  EXPECT_EQ(arena.bytesHeld(), 0u);
+  EXPECT_EQ(arena.residentBytes(), 0u);
+  return trace;
+}
+
+void expectSame(const Trace& a, const Trace& b) {
+  EXPECT_EQ(a.offsets, b.offsets);
+  EXPECT_EQ(a.held, b.held);
+  EXPECT_EQ(a.resident, b.resident);
+  EXPECT_EQ(a.peakHeld, b.peakHeld);
+  EXPECT_EQ(a.peakResident, b.peakResident);
+  EXPECT_EQ(a.counts.steps, b.counts.steps);
+  EXPECT_EQ(a.counts.reads, b.counts.reads);
+  EXPECT_EQ(a.counts.writes, b.counts.writes);
+}
+
+// Policies once, memory twice: the simulated heap places every object where the counted
+// one does, holds and keeps resident the same bytes at every step, and counts the same work.
+TEST(ScalableCoreHeap, SimulatedMemoryHoldsAndCountsAsCountedMemory) {
+  for (std::uint64_t seed : {1, 2, 3}) {
+    SCOPED_TRACE(seed);
+    ScalableCoreConfig config = configWith(fittedClasses());
+    config.segments.purgeDelay = 256;  // purges and segment releases happen within the run
+    Trace counted = runSequence<CountedMemory, SizeClassTable>(config, seed, 6000);
+    Trace simulated = runSequence<SimulatedMemory, SizeClassTable>(config, seed, 6000);
+    expectSame(counted, simulated);
+    EXPECT_GT(counted.counts.steps, 0u);
+    EXPECT_GT(counted.peakHeld, 33 * kMiB) << "the sequence reached the large-block cache";
+    EXPECT_GT(counted.peakHeld, counted.peakResident) << "pages purged or never used count out of the resident bytes";
+  }
+}
+
+// The 40 classes by type decide and count exactly as the same classes by value.
+TEST(ScalableCoreHeap, ClassesByTypeAsByValue) {
+  Trace byType = runSequence<CountedMemory, ScalableSizeClasses>(ScalableCoreConfig{}, 5, 5000);
+  Trace byValue = runSequence<CountedMemory, SizeClassTable>(ScalableCoreConfig{}, 5, 5000);
+  expectSame(byType, byValue);
+}
+
+// Counts come from the accesses: a malloc served from a superblock's free list reads the
+// direct table's entry, the list head, the object's link and the count of objects in use,
+// and writes the head and the count (one step: the lookup); a free on the owner's path
+// reads the free token, the list head and the count, and writes the object's link, the
+// head and the count.
+TEST(ScalableCoreHeap, CountsComeFromTheAccesses) {
+  ReservedArena<CountedMemory> arena(std::size_t{1} << 30);
+  ArenaCore<CountedMemory, ScalableSizeClasses> heap(ScalableCoreConfig{}, arena, kOwner);
+  void* warm = heap.malloc(100);
+  void* second = heap.malloc(100);
+  heap.free(warm);
+  WorkCounts before = arena.workCounts();
+  void* object = heap.malloc(100);
+  EXPECT_EQ(object, warm);
+  WorkCounts afterMalloc = arena.workCounts();
+  EXPECT_EQ(afterMalloc.steps - before.steps, 1u);
+  EXPECT_EQ(afterMalloc.reads - before.reads, 4u);
+  EXPECT_EQ(afterMalloc.writes - before.writes, 2u);
+  heap.free(object);
+  WorkCounts afterFree = arena.workCounts();
+  EXPECT_EQ(afterFree.steps - afterMalloc.steps, 0u);
+  EXPECT_EQ(afterFree.reads - afterMalloc.reads, 3u);
+  EXPECT_EQ(afterFree.writes - afterMalloc.writes, 3u);
+  heap.free(second);
+}
+
+// ---- segments and spans ---------------------------------------------------------------
+
+// Counts what the layers ask their top heap for.
+class CountingTop : public ResidentAuditedTop {
+ public:
+  std::size_t requests = 0;
+  std::size_t purges = 0;
+  void* malloc(std::size_t size) {
+    ++requests;
+    return ResidentAuditedTop::malloc(size);
+  }
+  void purge(void* pages, std::size_t bytes) {
+    ++purges;
+    ResidentAuditedTop::purge(pages, bytes);
+  }
+};
+using CountedCore = ScalableCoreHeap<ScalableSizeClasses, CountingTop>;
+CountingTop& topOf(CountedCore& heap) { return heap; }
+
+// A producer/consumer's records (32,776 bytes, 100 in flight), replaced in a loop: after
+// the first ones, every record is a span freed before, and the top heap sees nothing.
+TEST(ScalableCoreHeap, MediumBlocksReuseSpansWithoutAskingTheTopHeap) {
+  CountedCore heap;
+  std::vector<void*> inFlight;
+  for (int i = 0; i < 100; ++i) inFlight.push_back(heap.malloc(32776));
+  std::size_t requests = topOf(heap).requests;
+  std::size_t purges = topOf(heap).purges;
+  std::size_t held = heap.bytesHeld();
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 20000; ++i) {
+    std::size_t victim = rng() % inFlight.size();
+    heap.free(inFlight[victim]);
+    inFlight[victim] = heap.malloc(32776);
+    ASSERT_NE(inFlight[victim], nullptr);
+    ASSERT_GE(heap.getSize(inFlight[victim]), 32776u);
+    std::memset(inFlight[victim], i & 0xff, 32776);
+  }
+  EXPECT_EQ(topOf(heap).requests, requests) << "a medium block went to the top heap";
+  EXPECT_EQ(topOf(heap).purges, purges) << "a span in constant use was purged";
+  EXPECT_EQ(heap.bytesHeld(), held);
+  for (void* block : inFlight) heap.free(block);
+}
+
+// Free spans keep their pages for the delay, then lose them; a segment with nothing in
+// use and nothing resident goes back to the top heap.
+TEST(ScalableCoreHeap, FreeSpansArePurgedAfterTheDelayAndSegmentsReleased) {
+  ScalableCoreConfig config;
+  config.segments.purgeDelay = 100;
+  ScalableCoreHeap<ScalableSizeClasses, CountingTop> heap(config);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 20; ++i) {
+    blocks.push_back(heap.malloc(200 * kKiB));
+    std::memset(blocks.back(), 1, 200 * kKiB);
+  }
+  std::size_t heldWithAll = heap.bytesHeld();
+  std::size_t residentWithAll = heap.residentBytes();
+  for (void* block : blocks) heap.free(block);
+  EXPECT_GE(heap.residentFreeBytes(), 20 * 200 * kKiB) << "freed spans keep their pages for reuse";
+  EXPECT_EQ(heap.residentBytes(), residentWithAll);
+  // Other span operations pass the delay: the spans lose their pages, the segments go.
+  void* other = heap.malloc(100 * kKiB);
+  for (int i = 0; i < 120; ++i) {
+    heap.free(other);
+    other = heap.malloc(100 * kKiB);
+  }
+  EXPECT_LT(heap.residentFreeBytes(), 4 * 64 * kKiB);
+  EXPECT_LE(heap.residentBytes(), residentWithAll - 20 * 200 * kKiB + 2 * 64 * kKiB) << "only `other`'s span resident";
+  EXPECT_LT(heap.bytesHeld(), heldWithAll) << "a segment wholly free and purged went back";
+  heap.free(other);
+}
+
+// The free resident bytes stay within the budget: what was in use at the recent peak,
+// less what is in use now, at most maxResidentFreeBytes.
+TEST(ScalableCoreHeap, FreeResidentBytesStayWithinTheBudget) {
+  ScalableCoreConfig config;
+  config.segments.maxResidentFreeBytes = 8 * kMiB;
+  CountedCore heap(config);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 40; ++i) {
+    blocks.push_back(heap.malloc(900 * kKiB));
+    std::memset(blocks.back(), 2, 900 * kKiB);
+  }
+  for (void* block : blocks) heap.free(block);
+  EXPECT_LE(heap.residentFreeBytes(), 8 * kMiB);
+  EXPECT_GE(heap.residentFreeBytes(), 8 * kMiB - kMiB);
+  EXPECT_LE(heap.residentBytes(), 8 * kMiB + 2 * kMiB);
+  // A working set replaced in a loop keeps what it needs resident: no purge per block.
+  std::size_t purges = topOf(heap).purges;
+  for (int i = 0; i < 5; ++i) blocks[i] = heap.malloc(900 * kKiB);
+  for (int round = 0; round < 500; ++round) {
+    heap.free(blocks[round % 5]);
+    blocks[round % 5] = heap.malloc(900 * kKiB);
+  }
+  EXPECT_EQ(topOf(heap).purges, purges);
+  for (int i = 0; i < 5; ++i) heap.free(blocks[i]);
+}
+
+}  // namespace
+}  // namespace heapkit::testing
+
+namespace heapkit::testing {
+namespace {
+
+// The large-block cache's limits (combining/AdaptiveThresholdHeap.h, CacheLimits), each on
+// its own: unlimited by default (libheapkit-lea.so's), ScalableHeap's in ScalableCoreConfig.
+TEST(AdaptiveThresholdHeapLimits, ObjectsSlackAndIdleTime) {
+  using Cache = AdaptiveThresholdHeap<64 * kMiB, SizeHeap<AuditedTop>>;
+  {
+    Cache cache(CacheLimits{3, 1 * kMiB, SIZE_MAX, UINT64_MAX});
+    std::vector<void*> blocks;
+    for (int i = 0; i < 5; ++i) blocks.push_back(cache.malloc(100 * kKiB));
+    void* big = cache.malloc(2 * kMiB);
+    for (void* block : blocks) cache.free(block);
+    EXPECT_EQ(cache.cachedObjects(), 3u) << "maxObjects";
+    cache.free(big);
+    EXPECT_EQ(cache.cachedObjects(), 3u) << "maxObjectBytes: a 2 MiB block goes back";
+  }
+  {
+    Cache cache(CacheLimits{SIZE_MAX, SIZE_MAX, 4, UINT64_MAX});
+    void* big = cache.malloc(kMiB);
+    cache.free(big);
+    void* quarter = cache.malloc(kMiB / 4);
+    EXPECT_EQ(quarter, big) << "within fitSlack";
+    cache.free(quarter);
+    void* tenth = cache.malloc(kMiB / 10);
+    EXPECT_NE(tenth, big) << "beyond fitSlack";
+    cache.free(tenth);
+  }
+  {
+    Cache cache(CacheLimits{SIZE_MAX, SIZE_MAX, SIZE_MAX, 10});
+    void* idle = cache.malloc(kMiB);
+    void* busy = cache.malloc(kMiB / 2);
+    cache.free(idle);
+    cache.free(busy);
+    int operations = 0;
+    while (cache.cachedObjects() == 2 && operations < 100) {
+      cache.free(cache.malloc(kMiB / 2));
+      operations += 2;
+    }
+    EXPECT_EQ(cache.cachedObjects(), 1u);
+    EXPECT_GE(operations, 8);
+    EXPECT_LE(operations, 12);
+  }
+  Cache unlimited;
+  EXPECT_EQ(unlimited.limits().maxObjects, SIZE_MAX);
+}
+
+}  // namespace
+}  // namespace heapkit::testing
