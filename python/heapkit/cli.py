@@ -694,7 +694,7 @@ def report(directory: Path, prefer: str) -> None:
               help="Also write the comparison as an HTML report.")
 def compare(trace: Path, designs: tuple[str, ...], runs: int, report_path: Path | None) -> None:
     """Compare DESIGNS on TRACE, simulated and measured side by side: each a spec file, a preset
-    (KNG, FIB, S10, EXA, LEA, BOX) or a real allocator (glibc, jemalloc, mimalloc, heapkit, lea,
+    (KNG, FIB, S10, EXA, LEA, BOX, ALEA, HKS) or a real allocator (glibc, jemalloc, mimalloc, heapkit, lea,
     kingsley, a .so path)."""
     from heapkit.compare import compare as run_compare
     from heapkit.compare import report as compare_report
