@@ -283,7 +283,7 @@ def replay(trace: Path, allocators: tuple[str, ...], runs: int, no_touch: bool, 
                                f"{_bytes(results[0].max_live_bytes)} (medians of {runs} runs)"))
     designs = any(x.heap_peak_bytes_held is not None for r in results for x in r.runs)
     for column in ("allocator", "time", "ns / op", "footprint", "footprint / live", "failed") + (
-            ("bytes held (design)",) if designs else ()):
+            ("footprint (design)",) if designs else ()):
         table.add_column(column, justify="right")
     for r in results:
         held = [x.heap_peak_bytes_held for x in r.runs if x.heap_peak_bytes_held is not None]
