@@ -269,6 +269,35 @@ TEST(ScalableCoreHeap, CountsComeFromTheAccesses) {
   heap.free(second);
 }
 
+// A new segment's pages after its metadata were never touched: they are held but never
+// resident, not even for the moment between the top heap's malloc and the purge (the
+// resident high-water mark is what a process's peak RSS would show). Over MmapHeap and
+// over the simulator's arena alike.
+template <class H>
+void expectUntouchedSegmentNotResident(H& heap) {
+  void* object = heap.malloc(100);
+  ASSERT_NE(object, nullptr);
+  void* span = heap.malloc(200 * kKiB);
+  ASSERT_NE(span, nullptr);
+  EXPECT_GE(heap.peakBytesHeld(), 4 * kMiB);
+  EXPECT_LE(heap.peakResidentBytes(), 200 * kKiB + 3 * 64 * kKiB) << "a superblock, a span and the metadata";
+  heap.free(span);
+  heap.free(object);
+}
+
+TEST(ScalableCoreHeap, ANewSegmentsUntouchedPagesNeverCountResident) {
+  {
+    ScalableCoreHeap<ScalableSizeClasses, MmapHeap> heap;
+    expectUntouchedSegmentNotResident(heap);
+  }
+  ReservedArena<CountedMemory> arena(std::size_t{1} << 30);
+  {
+    ArenaCore<CountedMemory, ScalableSizeClasses> heap(ScalableCoreConfig{}, arena, kOwner);
+    expectUntouchedSegmentNotResident(heap);
+  }
+  EXPECT_LE(arena.peakResidentBytes(), 200 * kKiB + 3 * 64 * kKiB) << "the arena's figure, the simulator's footprint";
+}
+
 // ---- segments and spans ---------------------------------------------------------------
 
 // Counts what the layers ask their top heap for.

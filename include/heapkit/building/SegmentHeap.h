@@ -556,7 +556,12 @@ class SegmentHeap : public Super {
     // The block's pages after the metadata were never touched: out of the resident count.
     char* purgeFrom = reinterpret_cast<char*>(alignUp(start + metadata, superblock::kPageBytes));
     char* purgeTo = reinterpret_cast<char*>((start + Super::getSize(raw)) & ~(superblock::kPageBytes - 1));
-    purgePages(segment, purgeFrom, static_cast<std::size_t>(purgeTo - purgeFrom));
+    std::size_t untouched = static_cast<std::size_t>(purgeTo - purgeFrom);
+    // A top heap that can tell untouched pages from purged ones keeps them out of its
+    // resident high-water mark too: the process's resident set never held them.
+    if constexpr (requires { Super::purgeUntouched(purgeFrom, untouched); }) Super::purgeUntouched(purgeFrom, untouched);
+    else Super::purge(purgeFrom, untouched);
+    storeMetadata(*this, segment->purgedBytes, loadMetadata(*this, segment->purgedBytes) + untouched);
     linkFree(markSpan(segment, 0, count, true));
     return true;
   }
@@ -589,7 +594,13 @@ class SegmentHeap : public Super {
 
   void giveBack(Segment* segment) {
     std::size_t purged = loadMetadata(*this, segment->purgedBytes);
-    if (purged != 0) Super::reuse(segment, purged);
+    // A top heap that can forget purged pages of a block it takes back does not count them
+    // resident for the moment before the free (its resident high-water mark is the RSS's).
+    if constexpr (requires { Super::forgetPurged(segment, purged); }) {
+      if (purged != 0) Super::forgetPurged(segment, purged);
+    } else {
+      if (purged != 0) Super::reuse(segment, purged);
+    }
     Super::free(segment);
   }
 
