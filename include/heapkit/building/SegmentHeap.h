@@ -16,7 +16,9 @@
 //  - Residency is tracked per slice: the first `resident` bytes of a slice are counted
 //    resident by the top heap, the rest purged (core/HeapContract.h, PurgingHeap). A new
 //    segment is purged whole (its pages were never touched: this takes them out of the
-//    top heap's resident count), and callers declare the pages they start using
+//    top heap's resident count; a top heap with purgeUntouched does not count them in its
+//    resident high-water mark either, nor, with forgetPurged, the purged pages of a
+//    segment it takes back), and callers declare the pages they start using
 //    (makeResident), so the top heap's resident bytes are the pages in use and the free
 //    pages kept, not the segments' size.
 //  - Delayed purge: a free slice whose pages no request reused within `purgeDelay` span
