@@ -84,8 +84,13 @@ class Grammar:
         """The text a genome derives (leftmost expansion; each choice among k > 1
         alternatives takes the next codon modulo k; the genome wraps around at most
         ``max_wraps`` times), or None when it does not finish."""
+        return self.derive_counting(genome, max_wraps)[0]
+
+    def derive_counting(self, genome: Sequence[int], max_wraps: int = MAX_WRAPS) -> tuple[str | None, int]:
+        """:meth:`derive`'s text and how many codons the derivation read (counting each
+        reading of a wrapped genome): a change to the codons beyond those changes nothing."""
         if not genome:
-            return None
+            return None, 0
         out: list[str] = []
         stack = [self.start]
         used = 0
@@ -100,11 +105,11 @@ class Grammar:
                 choice = 0
             else:
                 if used >= limit:
-                    return None
+                    return None, used
                 choice = genome[used % len(genome)] % len(alternatives)
                 used += 1
             stack.extend(reversed(alternatives[choice]))
-        return "".join(out)
+        return "".join(out), used
 
     def genome_for(self, target: str, max_codons: int = 64) -> list[int] | None:
         """A genome that derives exactly ``target`` (white space ignored), found by a

@@ -447,10 +447,11 @@ MAX_FRESH_MUTATIONS = 64
 
 
 def make_new(grammar: Grammar, genome: list[int], seen: set[str], rng: random.Random) -> bool:
-    """Mutates ``genome`` in place, one random codon to a random value at a time, until it
-    derives a valid design whose key is not in ``seen`` (then adds it and returns True);
-    after MAX_FRESH_MUTATIONS changes it leaves the genome as it is and returns False.
-    A random walk from the offspring, so the new design stays near its parents."""
+    """Mutates ``genome`` in place, one random codon among those its derivation reads to a
+    random value at a time, until it derives a valid design whose key is not in ``seen``
+    (then adds it and returns True); after MAX_FRESH_MUTATIONS changes it leaves the genome
+    as it is and returns False. A random walk from the offspring, so the new design stays
+    near its parents."""
     for _ in range(MAX_FRESH_MUTATIONS + 1):
         spec = _design_of(grammar, genome)
         if spec is not None and spec.key not in seen:
@@ -458,7 +459,8 @@ def make_new(grammar: Grammar, genome: list[int], seen: set[str], rng: random.Ra
             return True
         if not genome:
             genome.append(0)
-        genome[rng.randrange(len(genome))] = rng.randrange(256)
+        _text, used = grammar.derive_counting(genome)
+        genome[rng.randrange(max(1, min(used, len(genome))))] = rng.randrange(256)
     return False
 
 
