@@ -520,6 +520,7 @@ class PySimulation {
     d["coalesces"] = r.counts.coalesces;
     d["peak_footprint"] = r.peakFootprintBytes;
     d["end_footprint"] = r.endFootprintBytes;
+    d["peak_bytes_held"] = r.peakBytesHeld;
     d["max_live_bytes"] = r.operations.maxLiveBytes;
     d["live_bytes_at_peak"] = r.liveBytesAtPeak;
     d["usable_bytes_at_peak"] = r.usableBytesAtPeak;

@@ -208,8 +208,12 @@ inline void printReplay(const ReplayInput& input, const Measurement& m, bool tou
 // A design's own footprint, for the JSON line.
 template <class Heap>
 std::string heldJson(const Heap& heap) {
-  return ", \"heap_peak_bytes_held\": " + std::to_string(heap.peakBytesHeld()) + ", \"heap_end_bytes_held\": " +
-         std::to_string(heap.bytesHeld());
+  std::string out = ", \"heap_peak_bytes_held\": " + std::to_string(heap.peakBytesHeld()) + ", \"heap_end_bytes_held\": " +
+                    std::to_string(heap.bytesHeld());
+  // The simulator's footprint: resident bytes (held less the pages purged), where counted.
+  if constexpr (requires { heap.peakResidentBytes(); })
+    out += ", \"heap_peak_resident_bytes\": " + std::to_string(heap.peakResidentBytes());
+  return out;
 }
 
 }  // namespace heapkit::replay

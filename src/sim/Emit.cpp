@@ -62,13 +62,54 @@ std::string buddyConfig(const std::string& name, const BuddyConfig& b) {
          "};\n";
 }
 
+bool defaultClasses(const PageSegregatedSpec& p) {
+  if (p.classCount != ScalableSizeClasses::count()) return false;
+  for (std::size_t i = 0; i < p.classCount; ++i)
+    if (p.classBytes[i] != ScalableSizeClasses::bytesOf(i)) return false;
+  return true;
+}
+
+// The classes by type (libheapkit.so's own when the spec keeps them), and the rest of
+// ScalableCoreConfig as the values a default-constructed Config holds.
+std::string pageSegregatedConfig(const std::string& name, const PageSegregatedSpec& p) {
+  const ScalableCoreConfig& c = p.config;
+  std::string classes = "heapkit::ScalableSizeClasses";
+  if (!defaultClasses(p)) {
+    classes = "heapkit::FixedSizeClasses<";
+    for (std::size_t i = 0; i < p.classCount; ++i) {
+      if (i != 0) classes += ", ";
+      classes += std::to_string(p.classBytes[i]);
+    }
+    classes += ">";
+  }
+  return "using " + name + "Classes = " + classes + ";\n"
+         "struct " + name + "Config : heapkit::ScalableCoreConfig {\n"
+         "  " + name + "Config() {\n"
+         "    large.spanMaxBytes = " + std::to_string(c.large.spanMaxBytes) + ";\n"
+         "    segments.purgeDelay = " + std::to_string(c.segments.purgeDelay) + ";\n"
+         "    segments.minResidentFreeBytes = " + std::to_string(c.segments.minResidentFreeBytes) + ";\n"
+         "    segments.maxResidentFreeBytes = " + std::to_string(c.segments.maxResidentFreeBytes) + ";\n"
+         "    segments.inUsePercent = " + std::to_string(c.segments.inUsePercent) + ";\n"
+         "    pool.warmSuperblocks = " + std::to_string(c.pool.warmSuperblocks) + ";\n"
+         "    cache.maxObjects = " + std::to_string(c.cache.maxObjects) + ";\n"
+         "    cache.fitSlack = " + std::to_string(c.cache.fitSlack) + ";\n"
+         "    cache.idleOperations = " + std::to_string(c.cache.idleOperations) + ";\n"
+         "  }\n"
+         "};\n";
+}
+
 }  // namespace
+
+bool isThreadAware(const DmmSpec& dmm) {
+  return dmm.count == 1 && dmm.allocators[0].mechanism == Mechanism::PageSegregated &&
+         dmm.allocators[0].minExclusive == 0 && dmm.allocators[0].maxInclusive == SIZE_MAX;
+}
 
 std::string emitHeader(const ParsedSpec& spec, const std::string& ns, const std::string& source) {
   if (!isIdentifier(ns)) throw SpecError("'" + ns + "' is not a C++ identifier to name the design's namespace");
   const DmmSpec& dmm = spec.dmm;
   std::string configs, ranges, includes = "#include <cstddef>\n#include <cstdint>\n\n#include <heapkit/dmm/StaticDmmHeap.h>\n";
-  bool freeLists = false, buddy = false, kingsley = false, lea = false;
+  bool freeLists = false, buddy = false, kingsley = false, lea = false, adaptiveLea = false, pageSegregated = false;
   for (std::size_t i = 0; i < dmm.count; ++i) {
     const AllocatorSpec& a = dmm.allocators[i];
     std::string index = std::to_string(i);
@@ -84,6 +125,15 @@ std::string emitHeader(const ParsedSpec& spec, const std::string& ns, const std:
       lea = true;
       ranges += range + "heapkit::LeaHeap>";
       configs += comment + "//   heapkit::LeaHeap<Top>\n\n";
+    } else if (a.mechanism == Mechanism::AdaptiveLea) {
+      adaptiveLea = true;
+      ranges += range + "heapkit::AdaptiveLeaHeap>";
+      configs += comment + "//   heapkit::AdaptiveLeaHeap<Top>\n\n";
+    } else if (a.mechanism == Mechanism::PageSegregated) {
+      pageSegregated = true;
+      configs += comment + pageSegregatedConfig("Allocator" + index, a.pageSegregated) + "template <class Top>\nusing Allocator" +
+                 index + " = heapkit::ScalableCoreHeap<Allocator" + index + "Classes, Top>;\n\n";
+      ranges += range + "Allocator" + index + ", Allocator" + index + "Config>";
     } else if (isBuddy(a.mechanism)) {
       buddy = true;
       configs += comment + buddyConfig("Allocator" + index + "Config", a.buddy) + "template <class Top>\nusing Allocator" +
@@ -101,19 +151,32 @@ std::string emitHeader(const ParsedSpec& spec, const std::string& ns, const std:
   if (buddy) includes += "#include <heapkit/general/BuddyHeap.h>\n";
   if (kingsley) includes += "#include <heapkit/general/KingsleyHeap.h>\n";
   if (lea) includes += "#include <heapkit/general/LeaHeap.h>\n";
+  if (adaptiveLea) includes += "#include <heapkit/general/AdaptiveLeaHeap.h>\n";
+  if (pageSegregated) includes += "#include <heapkit/general/ScalableCoreHeap.h>\n";
+  bool threadAware = isThreadAware(dmm);
+  std::string shipped;
+  if (threadAware) {
+    includes += "#include <heapkit/threads/ScalableHeap.h>\n";
+    shipped = "// The same layers as libheapkit.so ships them: a heap per thread over the shared layers,\n"
+              "// from Top (MmapHeap, hardened) instead of the arena. `heapkit build` builds this one.\n"
+              "template <class Top = heapkit::Hardened<heapkit::MmapHeap>>\n"
+              "using ThreadAware = heapkit::ScalableHeap<Top, Allocator0Classes, Allocator0Config>;\n\n";
+  }
   std::string fallback = dmm.fallback == DmmSpec::kFallbackToOs ? "heapkit::kFallbackToOs" : std::to_string(dmm.fallback);
   return "// " + (spec.name.empty() ? std::string("A DMM design") : "The DMM design \"" + spec.name + "\"") +
          ", written by `heapkit emit` from " + source + ".\n"
          "// The layers the simulator ran, with the spec's values as compile-time constants:\n"
          "//   " + ns + "::Dmm<heapkit::RealMemory>       the design over real memory (as libheapkit-dmm.so runs it)\n"
-         "//   " + ns + "::Dmm<heapkit::SimulatedMemory>  the same over simulated memory, counting work\n"
+         "//   " + ns + "::Dmm<heapkit::SimulatedMemory>  the same over simulated memory, counting work\n" +
+         (threadAware ? "//   " + ns + "::ThreadAware<>                  its allocator as a thread-aware heap over mmap (libheapkit.so's form)\n"
+                      : std::string()) +
          "// Normalised spec: " + spec.normalized + "\n"
          "#pragma once\n\n" + includes + "\nnamespace " + ns + " {\n\n" + configs +
          "// Requests above the last range: " +
          (dmm.fallback == DmmSpec::kFallbackToOs ? std::string("pages of their own from the arena")
                                                  : "allocator " + std::to_string(dmm.fallback)) +
          ".\ntemplate <class Memory = heapkit::RealMemory>\nusing Dmm = heapkit::StaticDmmHeap<Memory, " + fallback +
-         ",\n" + ranges + ">;\n\n}  // namespace " + ns + "\n";
+         ",\n" + ranges + ">;\n\n" + shipped + "}  // namespace " + ns + "\n";
 }
 
 }  // namespace heapkit::sim

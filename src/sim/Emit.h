@@ -13,4 +13,8 @@ namespace heapkit::sim {
 // The header's text; its types live in `namespaceName` (a C++ identifier).
 std::string emitHeader(const ParsedSpec& spec, const std::string& namespaceName, const std::string& source);
 
+// One page_segregated allocator over every size: the header also defines ThreadAware<Top>,
+// the design as libheapkit.so's thread-aware ScalableHeap (what `heapkit build` ships).
+bool isThreadAware(const DmmSpec& dmm);
+
 }  // namespace heapkit::sim

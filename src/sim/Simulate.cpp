@@ -119,7 +119,8 @@ SimulationResult Simulation::result() const {
   r.abandoned = s.abandoned;
   auto& heap = const_cast<State::Heap&>(s.heap);
   r.counts = heap.workCounts();
-  r.endFootprintBytes = heap.bytesHeld();
+  r.endFootprintBytes = footprintOf(heap);
+  r.peakBytesHeld = heap.peakBytesHeld();
   r.seconds = s.seconds;
   const EnergyModel& energy = s.options.energy;
   r.dynamicEnergyNanojoules = static_cast<double>(r.counts.reads + r.counts.writes) * energy.accessNanojoules +

@@ -49,8 +49,12 @@ struct AllocatorFigures {
 struct SimulationResult {
   TraceCounts operations;  // the trace's operations, failed requests, its own peak of live bytes
   WorkCounts counts;
-  std::size_t peakFootprintBytes = 0;  // high-water mark of bytes held from the OS
+  // High-water mark of the footprint: bytes held from the OS less the pages purged (given
+  // back while their blocks are kept: only page_segregated's segments purge), which is
+  // what the process's resident set counts; the same as bytes held for other designs.
+  std::size_t peakFootprintBytes = 0;
   std::size_t endFootprintBytes = 0;
+  std::size_t peakBytesHeld = 0;  // high-water mark of bytes held (address space taken), purged pages included
   std::uint64_t liveBytesAtPeak = 0;    // requested bytes live when the footprint peaked
   std::uint64_t usableBytesAtPeak = 0;  // what the allocator set aside for them
   // (event index, the most bytes held since the previous point)

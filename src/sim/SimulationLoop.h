@@ -3,6 +3,8 @@
 // each batch applied by the one trace loop (heapkit/trace/TraceLoop.h), and after every
 // operation the footprint the metrics need (docs/simulator.md): the high-water mark and
 // the live bytes at it, footprint over time, and held bytes integrated over operations.
+// The footprint is what a process's resident set would count: the heap's resident bytes
+// (bytes held less the pages a layer purged) where the heap counts them, else bytes held.
 // Simulation (Simulate.cpp) runs it over a design in simulated memory; heapkit-loop-speed
 // (bench/sim) over a trivial heap, to measure what the loop itself costs.
 #pragma once
@@ -18,8 +20,21 @@
 
 namespace heapkit::sim {
 
+// The footprint of a heap now and at its high-water mark: resident bytes where it counts
+// them (a heap that purges pages holds more than is resident), bytes held otherwise.
+template <class Heap>
+std::size_t footprintOf(const Heap& heap) {
+  if constexpr (requires { heap.residentBytes(); }) return heap.residentBytes();
+  else return heap.bytesHeld();
+}
+template <class Heap>
+std::size_t peakFootprintOf(const Heap& heap) {
+  if constexpr (requires { heap.peakResidentBytes(); }) return heap.peakResidentBytes();
+  else return heap.peakBytesHeld();
+}
+
 struct FootprintFigures {
-  std::size_t peakFootprintBytes = 0;   // the heap's own high-water mark of bytes held
+  std::size_t peakFootprintBytes = 0;   // the heap's own high-water mark of its footprint
   std::uint64_t liveBytesAtPeak = 0;    // requested bytes live when it was reached
   std::uint64_t usableBytesAtPeak = 0;  // what the allocator set aside for them
   // (event index, the most bytes held after any operation since the previous point)
@@ -72,9 +87,9 @@ class SimulationLoop {
     runStart_ = batch_;
     for (const trace::Operation* operation = batch_; operation != end; ++operation) {
       applier_.apply(*operation);
-      std::size_t held = heap_.bytesHeld();
+      std::size_t held = footprintOf(heap_);
       // The heap's own high-water mark: a realloc may hold both blocks for a moment.
-      std::size_t peak = heap_.peakBytesHeld();
+      std::size_t peak = peakFootprintOf(heap_);
       if (held != held_ || peak != figures_.peakFootprintBytes) [[unlikely]] heldChanged(operation, held, peak);
     }
     endRun(end);

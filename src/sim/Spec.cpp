@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
+#include <span>
 #include <string_view>
 
 #include "Json.h"
@@ -198,11 +199,77 @@ struct AllocatorReader {
     readChunk();
   }
 
+  // page_segregated: ScalableCoreConfig's values, every one optional (libheapkit.so's).
+  void readPageSegregated() {
+    allowOnly(object, path,
+              {"range", "mechanism", "class_sizes", "span_max_bytes", "purge_delay", "resident_free", "warm_superblocks",
+               "large_cache"},
+              owner);
+    PageSegregatedSpec& p = spec.pageSegregated;
+    ScalableCoreConfig& c = p.config;
+    if (const JsonValue* sizes = field("class_sizes")) {
+      expect(*sizes, Kind::Array, at("class_sizes"));
+      if (sizes->items.size() > SizeClassTable::kMaxClasses) fail(at("class_sizes"), "at most 64 size classes");
+      p.classCount = sizes->items.size();
+      for (std::size_t i = 0; i < p.classCount; ++i)
+        p.classBytes[i] = readSize(sizes->items[i], at("class_sizes") + "[" + std::to_string(i) + "]", 16, 32768);
+      if (const char* why = SizeClassTable::check(std::span<const std::size_t>(p.classBytes, p.classCount)))
+        fail(at("class_sizes"), why);
+    }
+    if (const JsonValue* v = field("span_max_bytes"))
+      c.large.spanMaxBytes = readSize(*v, at("span_max_bytes"), 64 * 1024, std::size_t{1} << 30);
+    if (const JsonValue* v = field("purge_delay")) c.segments.purgeDelay = readSize(*v, at("purge_delay"), 0, std::size_t{1} << 32);
+    if (const JsonValue* resident = field("resident_free")) {
+      std::string where = at("resident_free");
+      expect(*resident, Kind::Object, where);
+      allowOnly(*resident, where, {"min_bytes", "max_bytes", "in_use_percent"}, "a resident_free budget");
+      if (const JsonValue* v = resident->find("min_bytes"))
+        c.segments.minResidentFreeBytes = readSize(*v, where + ".min_bytes", 0, std::size_t{1} << 40);
+      if (const JsonValue* v = resident->find("max_bytes"))
+        c.segments.maxResidentFreeBytes = readSize(*v, where + ".max_bytes", 0, std::size_t{1} << 40);
+      if (const JsonValue* v = resident->find("in_use_percent"))
+        c.segments.inUsePercent = readSize(*v, where + ".in_use_percent", 0, 10000);
+      if (c.segments.minResidentFreeBytes > c.segments.maxResidentFreeBytes)
+        fail(where + ".max_bytes", "at least min_bytes (" + std::to_string(c.segments.minResidentFreeBytes) + ")");
+    }
+    if (const JsonValue* v = field("warm_superblocks")) c.pool.warmSuperblocks = readSize(*v, at("warm_superblocks"), 0, 65536);
+    if (const JsonValue* cache = field("large_cache")) {
+      std::string where = at("large_cache");
+      expect(*cache, Kind::Object, where);
+      allowOnly(*cache, where, {"max_blocks", "fit_slack", "idle_operations"}, "a large_cache policy");
+      if (const JsonValue* v = cache->find("max_blocks")) c.cache.maxObjects = readSize(*v, where + ".max_blocks", 0, 1024);
+      if (const JsonValue* v = cache->find("fit_slack")) c.cache.fitSlack = readSize(*v, where + ".fit_slack", 1, 1 << 20);
+      if (const JsonValue* v = cache->find("idle_operations"))
+        c.cache.idleOperations = readSize(*v, where + ".idle_operations", 1, std::size_t{1} << 40);
+    }
+  }
+
+  std::string pageSegregatedText() const {
+    const PageSegregatedSpec& p = spec.pageSegregated;
+    const ScalableCoreConfig& c = p.config;
+    std::string out = ",\"class_sizes\":[";
+    for (std::size_t i = 0; i < p.classCount; ++i) {
+      if (i != 0) out += ',';
+      out += std::to_string(p.classBytes[i]);
+    }
+    return out + "],\"span_max_bytes\":" + std::to_string(c.large.spanMaxBytes) +
+           ",\"purge_delay\":" + std::to_string(c.segments.purgeDelay) +
+           ",\"resident_free\":{\"min_bytes\":" + std::to_string(c.segments.minResidentFreeBytes) +
+           ",\"max_bytes\":" + std::to_string(c.segments.maxResidentFreeBytes) +
+           ",\"in_use_percent\":" + std::to_string(c.segments.inUsePercent) +
+           "},\"warm_superblocks\":" + std::to_string(c.pool.warmSuperblocks) +
+           ",\"large_cache\":{\"max_blocks\":" + std::to_string(c.cache.maxObjects) +
+           ",\"fit_slack\":" + std::to_string(c.cache.fitSlack) +
+           ",\"idle_operations\":" + std::to_string(c.cache.idleOperations) + "}";
+  }
+
   void read() {
     SegregatedFitConfig& c = spec.freeLists;
     switch (spec.mechanism) {
+      case Mechanism::PageSegregated: readPageSegregated(); break;
       case Mechanism::Kingsley:
       case Mechanism::Lea:
+      case Mechanism::AdaptiveLea:
         allowOnly(object, path, {"range", "mechanism"}, owner + " (it is heapkit's own, fixed)");
         break;
       case Mechanism::Region:
@@ -291,7 +358,9 @@ struct AllocatorReader {
                       "],\"mechanism\":\"" + kMechanismNames[std::size_t(spec.mechanism)] + "\"";
     switch (spec.mechanism) {
       case Mechanism::Kingsley:
-      case Mechanism::Lea: break;
+      case Mechanism::Lea:
+      case Mechanism::AdaptiveLea: break;
+      case Mechanism::PageSegregated: out += pageSegregatedText(); break;
       case Mechanism::Region:
         out += ",\"header\":\"" + std::string(kHeaders[std::size_t(c.header)]) + "\"" + chunkText();
         break;

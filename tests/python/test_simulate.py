@@ -43,10 +43,12 @@ def test_presets_are_valid_and_match_the_published_schema():
 def _random_allocator(rng: random.Random, low: int, high) -> dict:
     mechanism = rng.choice(["segregated_lists", "segregated_fit", "simple_segregated_storage", "exact_segregated_fit",
                             "strict_segregated_fit", "kingsley", "lea", "region", "binary_buddy", "fibonacci_buddy",
-                            "weighted_buddy", "double_buddy"])
+                            "weighted_buddy", "double_buddy", "page_segregated", "adaptive_lea"])
     a = {"range": [low, high], "mechanism": mechanism}
-    if mechanism in ("kingsley", "lea"):
+    if mechanism in ("kingsley", "lea", "adaptive_lea"):
         return a
+    if mechanism == "page_segregated":
+        return _random_page_segregated(rng, a)
     if mechanism.endswith("_buddy"):
         a.update(min_block_bytes=rng.choice([32, 48, 40]), area_bytes=rng.choice([4096, 65536, 100]),
                  coalesce=rng.choice(["none", "immediate", "deferred"]), trim=rng.random() < 0.5)
@@ -66,6 +68,32 @@ def _random_allocator(rng: random.Random, low: int, high) -> dict:
     a["split"] = rng.random() < 0.5
     a["coalesce"] = rng.choice(["none", "immediate", "deferred"])
     a["trim"] = rng.random() < 0.3
+    return a
+
+
+def _random_page_segregated(rng: random.Random, a: dict) -> dict:
+    """Every field or none, mostly valid; now and then out of bounds (both reject) or
+    inconsistent (descending classes, min above max: heapkit alone rejects)."""
+    if rng.random() < 0.7:
+        sizes = sorted(rng.sample(range(16, 32769, 16), rng.randint(0, 64)))
+        if sizes and rng.random() < 0.1:
+            sizes[0] += rng.choice([8, 40000])
+        if len(sizes) > 1 and rng.random() < 0.1:
+            sizes.reverse()
+        a["class_sizes"] = sizes
+    if rng.random() < 0.5:
+        a["span_max_bytes"] = rng.choice([65536, 1 << 20, 33554432, 1 << 30, 4096, (1 << 30) + 1])
+    if rng.random() < 0.5:
+        a["purge_delay"] = rng.choice([0, 1, 4096, 1 << 32, (1 << 32) + 1, -1])
+    if rng.random() < 0.5:
+        a["resident_free"] = {"min_bytes": rng.choice([0, 1 << 20, 1 << 26]),
+                              "max_bytes": rng.choice([0, 1 << 24, 1 << 27]),
+                              "in_use_percent": rng.choice([0, 150, 10000, 10001])}
+    if rng.random() < 0.5:
+        a["warm_superblocks"] = rng.choice([0, 64, 65536, 65537])
+    if rng.random() < 0.5:
+        a["large_cache"] = {"max_blocks": rng.choice([0, 8, 1024, 1025]), "fit_slack": rng.choice([0, 1, 4]),
+                            "idle_operations": rng.choice([1, 1024, 0])}
     return a
 
 

@@ -56,6 +56,9 @@ void checkDesign() {
     ANSIWrapper<DmmHeap<CountedMemory>> configured(spec.dmm, std::size_t{16} << 30);
     EXPECT_EQ(replayOffsets(compiled, path), replayOffsets(configured, path)) << "addresses differ";
     EXPECT_EQ(compiled.peakBytesHeld(), configured.peakBytesHeld());
+    EXPECT_EQ(compiled.peakResidentBytes(), configured.peakResidentBytes());
+    EXPECT_EQ(compiled.bytesHeld(), configured.bytesHeld());
+    EXPECT_EQ(compiled.residentBytes(), configured.residentBytes());
     EXPECT_EQ(compiled.workCounts().steps, configured.workCounts().steps);
     EXPECT_EQ(compiled.workCounts().reads, configured.workCounts().reads);
     EXPECT_EQ(compiled.workCounts().writes, configured.workCounts().writes);
@@ -78,8 +81,37 @@ void checkAll(std::index_sequence<I...>) {
 
 TEST(Emitted, EveryDesignMatchesTheSimulatorsHeapAndPassesTheModelCheck) {
   constexpr std::size_t count = std::tuple_size_v<emitted::Designs>;
-  static_assert(count >= 9, "the presets and the test designs");
+  static_assert(count >= 13, "the presets and the test designs");
   checkAll(std::make_index_sequence<count>{});
+}
+
+// A design of one page_segregated allocator over every size is also emitted as
+// ThreadAware<Top>, libheapkit.so's thread-aware ScalableHeap with the design's classes and
+// values (what `heapkit build` ships): it passes the model check, and its classes are the
+// spec's (getSize of a small object is its class's size).
+template <std::size_t I>
+void checkThreadAware() {
+  using Heap = std::tuple_element_t<I, emitted::ThreadAwareDesigns>;
+  for (const testing::SizeDistribution& sizes : testing::standardDistributions()) {
+    SCOPED_TRACE(sizes.name);
+    Heap heap;
+    testing::ModelChecker<Heap> checker(heap, 31 + I);
+    testing::ModelCheckOptions options;
+    options.operations = static_cast<std::size_t>(4000 * testScale());
+    options.maxLiveObjects = 400;
+    checker.run(sizes, options);
+  }
+}
+
+template <std::size_t... I>
+void checkAllThreadAware(std::index_sequence<I...>) {
+  (checkThreadAware<I>(), ...);
+}
+
+TEST(Emitted, ThreadAwareDesignsPassTheModelCheck) {
+  constexpr std::size_t count = std::tuple_size_v<emitted::ThreadAwareDesigns>;
+  static_assert(count >= 2, "HKS and the fitted page_segregated test design");
+  checkAllThreadAware(std::make_index_sequence<count>{});
 }
 
 }  // namespace

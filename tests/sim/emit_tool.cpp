@@ -13,16 +13,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: heapkit_sim_emit_tool OUT SPEC...\n");
     return 1;
   }
-  std::string designs, specs;
+  std::string designs, specs, threadAware;
   try {
     std::string out;
     for (int i = 2; i < argc; ++i) {
       std::string ns = "design" + std::to_string(i - 2);
-      out += heapkit::sim::emitHeader(heapkit::sim::loadSpec(argv[i]), ns, argv[i]) + "\n";
+      heapkit::sim::ParsedSpec spec = heapkit::sim::loadSpec(argv[i]);
+      out += heapkit::sim::emitHeader(spec, ns, argv[i]) + "\n";
+      if (heapkit::sim::isThreadAware(spec.dmm))
+        threadAware += std::string(threadAware.empty() ? "" : ",\n    ") + ns + "::ThreadAware<heapkit::MmapHeap>";
       designs += std::string(i == 2 ? "" : ",\n    ") + ns + "::Dmm<heapkit::CountedMemory>";
       specs += std::string(i == 2 ? "" : ",\n    ") + "\"" + argv[i] + "\"";
     }
-    out += "#include <tuple>\n\nnamespace emitted {\nusing Designs = std::tuple<\n    " + designs +
+    out += "#include <tuple>\n\nnamespace emitted {\nusing ThreadAwareDesigns = std::tuple<\n    " + threadAware +
+           ">;\nusing Designs = std::tuple<\n    " + designs +
            ">;\ninline constexpr const char* kSpecPaths[] = {\n    " + specs + "};\n}  // namespace emitted\n";
     std::ofstream(argv[1]) << out;
   } catch (const std::exception& error) {

@@ -1,10 +1,11 @@
 // Fidelity: the simulator's prediction equals the real allocator's behaviour.
 //
 // For every preset and for hundreds of random valid specs, on synthetic traces of several
-// shapes: the simulated footprint high-water mark equals, to the byte, the peak bytes held
-// by the same spec running as a real allocator (DmmHeap over real memory, every usable
-// byte of every object written and checked), and so do the work and access counts.
-// Simulated KNG and LEA equal heapkit's KingsleyHeap and LeaHeap composed directly.
+// shapes: the simulated footprint high-water mark (resident bytes: held less purged) equals,
+// to the byte, the same spec's running as a real allocator (DmmHeap over real memory, every
+// usable byte of every object written and checked), and so do the peak bytes held, the work
+// and the access counts. Simulated KNG, LEA, ALEA and HKS equal heapkit's KingsleyHeap,
+// LeaHeap, AdaptiveLeaHeap and ScalableCoreHeap composed directly.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -21,8 +22,10 @@
 #include "Spec.h"
 #include "TraceApplier.h"
 #include "heapkit/dmm/DmmHeap.h"
+#include "heapkit/general/AdaptiveLeaHeap.h"
 #include "heapkit/general/KingsleyHeap.h"
 #include "heapkit/general/LeaHeap.h"
+#include "heapkit/general/ScalableCoreHeap.h"
 #include "heapkit/trace/Reader.h"
 #include "heapkit/trace/Writer.h"
 #include "heapkit/wrapper/ANSIWrapper.h"
@@ -53,7 +56,8 @@ struct FillAndCheck {
 };
 
 struct RealRun {
-  std::size_t peak = 0;
+  std::size_t peak = 0;  // the footprint: resident bytes
+  std::size_t peakHeld = 0;
   std::size_t end = 0;
   WorkCounts counts;
   std::uint64_t failed = 0;
@@ -69,7 +73,7 @@ void replayInto(Heap& heap, const std::string& path, RealRun& run) {
   while (decoder.next(e)) applier.apply(e);
   ASSERT_FALSE(decoder.failed()) << decoder.error();
   run.failed = applier.counts().failedRequests;
-  run.end = heap.bytesHeld();
+  run.end = heap.residentBytes();
   if constexpr (CountingHeap<Heap>) run.counts = heap.workCounts();  // the trace's work, not the teardown's
   applier.freeAll();
 }
@@ -78,7 +82,8 @@ RealRun runReal(const ParsedSpec& spec, const std::string& path) {
   RealRun run;
   ANSIWrapper<DmmHeap<CountedMemory>> heap(spec.dmm, std::size_t{16} << 30);
   replayInto(heap, path, run);
-  run.peak = heap.peakBytesHeld();
+  run.peak = heap.peakResidentBytes();
+  run.peakHeld = heap.peakBytesHeld();
   return run;
 }
 
@@ -90,7 +95,9 @@ void expectFaithful(const ParsedSpec& spec, const std::string& specText, const s
   RealRun real = runReal(spec, path);
   EXPECT_EQ(real.corruptions, 0u) << "the real allocator corrupted objects";
   EXPECT_EQ(simulated.peakFootprintBytes, real.peak) << "footprint high-water mark";
-  EXPECT_EQ(simulated.endFootprintBytes, real.end) << "bytes held at the end of the trace";
+  EXPECT_EQ(simulated.peakBytesHeld, real.peakHeld) << "high-water mark of bytes held";
+  EXPECT_LE(simulated.peakFootprintBytes, simulated.peakBytesHeld);
+  EXPECT_EQ(simulated.endFootprintBytes, real.end) << "resident bytes at the end of the trace";
   EXPECT_EQ(simulated.operations.failedRequests, real.failed);
   EXPECT_EQ(simulated.counts.steps, real.counts.steps) << "work";
   EXPECT_EQ(simulated.counts.reads, real.counts.reads) << "metadata reads";
@@ -124,12 +131,46 @@ const char* pick(std::mt19937_64& rng, std::initializer_list<const char*> choice
   return choices.begin()[rng() % choices.size()];
 }
 
+// A page_segregated allocator's fields, each present or not: random class lists (k
+// ascending multiples of 16, 0 to 64 of them, up to 32 KiB) and random parameters, small
+// enough that purges, segment releases and the large-block cache's limits happen within
+// the synthetic traces.
+std::string randomPageSegregatedFields(std::mt19937_64& rng) {
+  std::string out;
+  if (rng() % 4 != 0) {
+    std::size_t count = rng() % 8 == 0 ? 0 : 1 + rng() % 64;
+    std::vector<std::size_t> sizes;
+    std::size_t granule = 1 + rng() % 4;
+    for (std::size_t i = 0; i < count && granule <= 2048; ++i) {
+      sizes.push_back(granule * 16);
+      granule += 1 + rng() % (1 + granule / 2);
+    }
+    out += ", \"class_sizes\": [";
+    for (std::size_t i = 0; i < sizes.size(); ++i) out += (i == 0 ? "" : ", ") + std::to_string(sizes[i]);
+    out += "]";
+  }
+  if (rng() % 2) out += ", \"span_max_bytes\": " + std::to_string(std::size_t{65536} << (rng() % 10));
+  if (rng() % 2) out += ", \"purge_delay\": " + std::to_string(rng() % 3 == 0 ? 0 : std::size_t{1} << (rng() % 13));
+  if (rng() % 2) {
+    std::size_t min = (rng() % 3) * 1048576;
+    out += ", \"resident_free\": {\"min_bytes\": " + std::to_string(min) + ", \"max_bytes\": " +
+           std::to_string(min + (rng() % 4) * 4194304) + ", \"in_use_percent\": " + std::to_string(rng() % 300) + "}";
+  }
+  if (rng() % 2) out += ", \"warm_superblocks\": " + std::to_string(rng() % 80);
+  if (rng() % 2)
+    out += ", \"large_cache\": {\"max_blocks\": " + std::to_string(rng() % 10) + ", \"fit_slack\": " +
+           std::to_string(1 + rng() % 8) + ", \"idle_operations\": " + std::to_string(1 + rng() % 2048) + "}";
+  return out;
+}
+
 std::string randomAllocator(std::mt19937_64& rng, std::size_t low, const std::string& high) {
   std::string mechanism = pick(rng, {"segregated_lists", "segregated_fit", "simple_segregated_storage",
                                      "exact_segregated_fit", "strict_segregated_fit", "kingsley", "lea", "region",
-                                     "binary_buddy", "fibonacci_buddy", "weighted_buddy", "double_buddy"});
+                                     "binary_buddy", "fibonacci_buddy", "weighted_buddy", "double_buddy",
+                                     "page_segregated", "adaptive_lea"});
   std::string out = "{\"range\": [" + std::to_string(low) + ", " + high + "], \"mechanism\": \"" + mechanism + "\"";
-  if (mechanism == "kingsley" || mechanism == "lea") return out + "}";
+  if (mechanism == "kingsley" || mechanism == "lea" || mechanism == "adaptive_lea") return out + "}";
+  if (mechanism == "page_segregated") return out + randomPageSegregatedFields(rng) + "}";
   if (mechanism.ends_with("_buddy")) {
     return out + ", \"min_block_bytes\": " + std::to_string(32 + 16 * (rng() % 3)) + ", \"area_bytes\": " +
            std::to_string(4096 << (rng() % 6)) + ", \"coalesce\": \"" + pick(rng, {"none", "immediate"}) +
@@ -201,19 +242,40 @@ TEST(Fidelity, HundredsOfRandomValidSpecsPredictTheRealAllocatorToTheByte) {
   EXPECT_EQ(valid, wanted) << "the generator found too few valid specs";
 }
 
+// One page_segregated allocator over every size (the form `heapkit build` ships as the
+// thread-aware heap), with random classes and parameters, on every trace.
+TEST(Fidelity, RandomPageSegregatedSpecsPredictTheRealAllocatorToTheByte) {
+  std::mt19937_64 rng(2027);
+  const auto wanted = static_cast<std::size_t>(60 * testScale());
+  std::size_t purging = 0;
+  for (std::size_t i = 0; i < wanted; ++i) {
+    std::string text = "{\"format\": \"heapkit-dmm/1\", \"allocators\": [{\"range\": [0, null], "
+                       "\"mechanism\": \"page_segregated\"" + randomPageSegregatedFields(rng) + "}]}";
+    ParsedSpec spec = parseSpec(text);
+    const std::string& path = traces().paths()[i % traces().paths().size()];
+    expectFaithful(spec, text, path);
+    if (HasFailure()) return;
+    SimulationOptions options;
+    options.reserveBytes = std::size_t{16} << 30;
+    SimulationResult r = simulate(spec, path, options);
+    purging += r.peakFootprintBytes < r.peakBytesHeld;
+  }
+  EXPECT_GT(purging, 0u) << "no random design kept fewer bytes resident than it held";
+}
+
 // ---- KNG and LEA are heapkit's own heaps ----------------------------------------------------
 
-template <class Heap>
-std::size_t directPeak(const std::string& path) {
+template <class Heap, class... ConfigArgs>
+std::size_t directPeak(const std::string& path, const ConfigArgs&... config) {
   ReservedArena<CountedMemory> arena(std::size_t{16} << 30);
   RealRun run;
   {
-    ANSIWrapper<Heap> heap(arena, std::uint8_t{1});
+    ANSIWrapper<Heap> heap(config..., arena, std::uint8_t{1});
     replayInto(heap, path, run);
   }
   EXPECT_EQ(run.corruptions, 0u);
   EXPECT_EQ(arena.bytesHeld(), 0u) << "teardown returns everything";
-  return arena.peakBytesHeld();
+  return arena.peakResidentBytes();
 }
 
 TEST(Fidelity, SimulatedKingsleyAndLeaEqualKingsleyHeapAndLeaHeap) {
@@ -224,6 +286,19 @@ TEST(Fidelity, SimulatedKingsleyAndLeaEqualKingsleyHeapAndLeaHeap) {
     SCOPED_TRACE(path);
     EXPECT_EQ(simulate(kng, path).peakFootprintBytes, directPeak<KingsleyHeap<Top>>(path));
     EXPECT_EQ(simulate(lea, path).peakFootprintBytes, directPeak<LeaHeap<Top>>(path));
+  }
+}
+
+TEST(Fidelity, SimulatedAleaAndHksEqualAdaptiveLeaHeapAndScalableCoreHeap) {
+  using Top = ArenaHeap<ReservedArena<CountedMemory>>;
+  ParsedSpec alea = parseSpec(readFile(fs::path(kPresetsDir) / "ALEA.json"));
+  ParsedSpec hks = parseSpec(readFile(fs::path(kPresetsDir) / "HKS.json"));
+  for (const std::string& path : traces().paths()) {
+    SCOPED_TRACE(path);
+    EXPECT_EQ(simulate(alea, path).peakFootprintBytes, directPeak<AdaptiveLeaHeap<Top>>(path));
+    // libheapkit.so's 40 classes by type, as it ships them.
+    EXPECT_EQ(simulate(hks, path).peakFootprintBytes,
+              (directPeak<ScalableCoreHeap<ScalableSizeClasses, Top>>(path, ScalableCoreConfig{})));
   }
 }
 

@@ -4,7 +4,10 @@
 //  - ScalableSizeClasses, by type: libheapkit.so's 40 classes, every function a constant
 //    expression, the lookup one load from a table the compiler built;
 //  - SizeClassTable, by value: any ascending list of up to 64 sizes, for the simulator and
-//    the design search (k classes fitted to a trace), the lookup the same one load.
+//    the design search (k classes fitted to a trace), the lookup the same one load;
+//  - FixedSizeClasses<16, 48, ...>, by type: any such list as constant expressions, the
+//    form `heapkit emit` writes a searched design's classes in (the lookup one load from
+//    a table the compiler built, as ScalableSizeClasses's).
 // A heap stores its policy as a member; ScalableSizeClasses is empty and takes no room.
 #pragma once
 
@@ -138,5 +141,42 @@ class SizeClassTable {
   std::size_t count_ = 0;
 };
 static_assert(SizeClassPolicy<SizeClassTable>);
+
+// Any classes SizeClassTable::check accepts, by type: classOf, bytesOf, count and maxBytes
+// are constant expressions, so ScalableHeap (which needs its largest class at compile
+// time) takes them, and the lookup is one load from a table built at compile time.
+template <std::size_t... Bytes>
+struct FixedSizeClasses {
+  static constexpr std::size_t kSizes[] = {Bytes..., 0};  // the 0 keeps an empty list an array
+  static constexpr std::size_t kCount = sizeof...(Bytes);
+  static_assert(kCount <= SizeClassTable::kMaxClasses, "at most 64 size classes");
+  static_assert([] {
+    for (std::size_t i = 0; i < kCount; ++i) {
+      if (kSizes[i] < kMinObjectBytes || kSizes[i] % sizeclasses::kGranuleBytes != 0) return false;
+      if (kSizes[i] > sizeclasses::kLargestClassBytes || (i > 0 && kSizes[i] <= kSizes[i - 1])) return false;
+    }
+    return true;
+  }(), "size classes are ascending, distinct multiples of 16 bytes, 16 B to 32 KiB");
+
+  static constexpr std::size_t kMaxClasses = kCount == 0 ? 1 : kCount;
+  static constexpr std::size_t count() { return kCount; }
+  static constexpr std::size_t maxBytes() { return kCount == 0 ? 0 : kSizes[kCount - 1]; }
+  static constexpr std::size_t classOf(std::size_t size) { return kClassOfGranule[(size + 15) / 16]; }
+  static constexpr std::size_t bytesOf(std::size_t sizeClass) { return kSizes[sizeClass]; }
+
+ private:
+  // Up to the largest class, as SizeClassTable's (larger requests are never looked up).
+  static constexpr auto kClassOfGranule = [] {
+    std::array<std::uint8_t, maxBytes() / sizeclasses::kGranuleBytes + 1> table{};
+    std::size_t sizeClass = 0;
+    for (std::size_t granule = 0; granule < table.size(); ++granule) {
+      while (sizeClass < kCount && kSizes[sizeClass] < granule * sizeclasses::kGranuleBytes) ++sizeClass;
+      table[granule] = static_cast<std::uint8_t>(sizeClass < kCount ? sizeClass : 0);
+    }
+    return table;
+  }();
+};
+static_assert(SizeClassPolicy<FixedSizeClasses<16, 48>> && FixedSizeClasses<16, 48>::classOf(17) == 1 &&
+              FixedSizeClasses<16, 48>::classOf(16) == 0 && FixedSizeClasses<>::maxBytes() == 0);
 
 }  // namespace heapkit

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "heapkit/general/BuddyHeap.h"
+#include "heapkit/general/ScalableCoreHeap.h"
 #include "heapkit/general/SegregatedFitHeap.h"
 
 namespace heapkit {
@@ -25,18 +26,38 @@ enum class Mechanism : std::uint8_t {
   Kingsley,  // heapkit's KingsleyHeap
   Lea,       // heapkit's LeaHeap
   Region,    // bump allocation, nothing freed before the end
+  PageSegregated,  // heapkit's ScalableCoreHeap (libheapkit.so's single-thread path)
+  AdaptiveLea,     // heapkit's AdaptiveLeaHeap (libheapkit-lea.so's heap)
 };
-inline constexpr std::size_t kMechanismCount = 12;
+inline constexpr std::size_t kMechanismCount = 14;
 
 inline constexpr const char* kMechanismNames[kMechanismCount] = {
     "segregated_lists", "segregated_fit",  "simple_segregated_storage", "exact_segregated_fit",
     "strict_segregated_fit", "binary_buddy", "fibonacci_buddy", "weighted_buddy",
-    "double_buddy", "kingsley", "lea", "region"};
+    "double_buddy", "kingsley", "lea", "region", "page_segregated", "adaptive_lea"};
 
 constexpr bool isBuddy(Mechanism m) {
   return m == Mechanism::BinaryBuddy || m == Mechanism::FibonacciBuddy || m == Mechanism::WeightedBuddy ||
          m == Mechanism::DoubleBuddy;
 }
+
+// A page_segregated allocator's values: its size classes (up to 64, as SizeClassTable
+// takes them) and the rest of ScalableCoreConfig. Defaults are libheapkit.so's.
+struct PageSegregatedSpec {
+  std::size_t classBytes[SizeClassTable::kMaxClasses] = {};
+  std::size_t classCount = 0;
+  ScalableCoreConfig config;  // config.classes is built from classBytes (see coreConfig)
+
+  PageSegregatedSpec() {
+    classCount = ScalableSizeClasses::count();
+    for (std::size_t i = 0; i < classCount; ++i) classBytes[i] = ScalableSizeClasses::bytesOf(i);
+  }
+  ScalableCoreConfig coreConfig() const {
+    ScalableCoreConfig c = config;
+    c.classes = SizeClassTable(std::span<const std::size_t>(classBytes, classCount));
+    return c;
+  }
+};
 
 struct AllocatorSpec {
   Mechanism mechanism = Mechanism::Kingsley;
@@ -44,6 +65,7 @@ struct AllocatorSpec {
   std::size_t maxInclusive = SIZE_MAX;    // up to this many (SIZE_MAX: no bound)
   SegregatedFitConfig freeLists;          // the free-list mechanisms and region
   BuddyConfig buddy;                      // the buddy systems
+  PageSegregatedSpec pageSegregated;      // page_segregated
 };
 
 struct DmmSpec {

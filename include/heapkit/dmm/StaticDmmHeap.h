@@ -19,6 +19,7 @@
 
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
+#include "heapkit/dmm/DmmHeap.h"
 #include "heapkit/top/ArenaHeap.h"
 
 namespace heapkit {
@@ -74,7 +75,7 @@ class StaticDmmHeap {
   static_assert(Fallback == kFallbackToOs || (Fallback >= 0 && Fallback < static_cast<int>(kCount)));
 
   static constexpr std::size_t Alignment = kMinAlignment;
-  static constexpr bool KeepsSizeWord = true;
+  static constexpr bool KeepsSizeWord = false;  // memalign is its own, as DmmHeap's
   static constexpr bool SimulatesData = Memory::kSimulatesData;
   static constexpr std::uint8_t kFallbackOwner = 255;
 
@@ -85,22 +86,32 @@ class StaticDmmHeap {
 
   void* malloc(std::size_t size) { return mallocFrom<0>(size); }
 
+  // As DmmHeap's: routed by the padded size; an allocator that aligns by itself does,
+  // the others get the padded object with the offset in the word before the aligned one.
+  void* memalign(std::size_t alignment, std::size_t size) {
+    if (alignment <= kMinAlignment) return malloc(size);
+    if (size > SIZE_MAX / 2 - alignment) return nullptr;
+    return memalignFrom<0>(alignment, size, size + alignment - kMinAlignment);
+  }
+
   void free(void* object) {
     if (object == nullptr) return;
     std::uint8_t owner = arena_.ownerOf(object);
     countWork(*this, 1, 1, 0);
-    if (owner == kFallbackOwner) return fallbackHeap_.free(object);
+    if (owner == kFallbackOwner) return fallbackHeap_.free(dmmalign::realObject(object));
     freeTo<0>(owner, object);
   }
 
   std::size_t getSize(void* object) {
     std::uint8_t owner = arena_.ownerOf(object);
-    if (owner == kFallbackOwner) return fallbackHeap_.getSize(object);
+    if (owner == kFallbackOwner) return dmmalign::sizeIn(fallbackHeap_, object);
     return sizeIn<0>(owner, object);
   }
 
   std::size_t bytesHeld() const { return arena_.bytesHeld(); }
   std::size_t peakBytesHeld() const { return arena_.peakBytesHeld(); }
+  std::size_t residentBytes() const { return arena_.residentBytes(); }
+  std::size_t peakResidentBytes() const { return arena_.peakResidentBytes(); }
   const Arena& arena() const { return arena_; }
 
   WorkCounts& workCounts()
@@ -130,9 +141,32 @@ class StaticDmmHeap {
     }
   }
   template <std::size_t I>
+  static constexpr bool kAlignsItself =
+      dmmalign::alignsItself<std::remove_reference_t<decltype(std::declval<StaticDmmHeap&>().template allocator<I>())>>;
+
+  template <std::size_t I>
+  void* memalignFrom(std::size_t alignment, std::size_t size, std::size_t padded) {
+    if constexpr (I == kCount) {
+      if constexpr (Fallback == kFallbackToOs) return dmmalign::tag(fallbackHeap_.malloc(padded), alignment);
+      else return alignedIn<static_cast<std::size_t>(Fallback)>(alignment, size, padded);
+    } else {
+      countWork(*this, 1);
+      if (padded <= RangeAt<I>::kMaxInclusive) return alignedIn<I>(alignment, size, padded);
+      return memalignFrom<I + 1>(alignment, size, padded);
+    }
+  }
+  template <std::size_t I>
+  void* alignedIn(std::size_t alignment, std::size_t size, std::size_t padded) {
+    if constexpr (kAlignsItself<I>) return allocator<I>().memalign(alignment, size);
+    else return dmmalign::tag(allocator<I>().malloc(padded), alignment);
+  }
+  template <std::size_t I>
   void freeTo(std::uint8_t owner, void* object) {
     if constexpr (I < kCount) {
-      if (owner == I + 1) return allocator<I>().free(object);
+      if (owner == I + 1) {
+        if constexpr (kAlignsItself<I>) return allocator<I>().free(object);
+        else return allocator<I>().free(dmmalign::realObject(object));
+      }
       freeTo<I + 1>(owner, object);
     }
   }
@@ -141,7 +175,10 @@ class StaticDmmHeap {
     if constexpr (I == kCount) {
       return 0;
     } else {
-      if (owner == I + 1) return allocator<I>().getSize(object);
+      if (owner == I + 1) {
+        if constexpr (kAlignsItself<I>) return allocator<I>().getSize(object);
+        else return dmmalign::sizeIn(allocator<I>(), object);
+      }
       return sizeIn<I + 1>(owner, object);
     }
   }

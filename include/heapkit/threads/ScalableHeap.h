@@ -46,6 +46,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <type_traits>
 
 #include "heapkit/building/SizeClasses.h"
 #include "heapkit/building/Superblock.h"
@@ -59,8 +60,13 @@
 
 namespace heapkit {
 
-template <Heap Top = MmapHeap, class Classes = ScalableSizeClasses>
+// Classes: any size classes by type (ScalableSizeClasses, FixedSizeClasses<...>). Config: a
+// default-constructible ScalableCoreConfig (or a struct derived from it, as `heapkit emit`
+// writes a design's values) that a default-constructed heap takes, since the malloc
+// replacement constructs its heap with no arguments.
+template <Heap Top = MmapHeap, class Classes = ScalableSizeClasses, class Config = ScalableCoreConfig>
 class ScalableHeap {
+  static_assert(std::is_convertible_v<const Config&, const ScalableCoreConfig&>, "Config is a ScalableCoreConfig");
   using Shared = ScalableSharedLayers<Top>;
   static constexpr bool kHardened = hardened<Top>();
   static constexpr std::size_t kSb = superblock::kBytes;
@@ -109,7 +115,7 @@ class ScalableHeap {
  public:
   static constexpr std::size_t Alignment = kMinAlignment;
 
-  explicit ScalableHeap(const ScalableCoreConfig& config = {})
+  explicit ScalableHeap(const ScalableCoreConfig& config = Config{})
       : registry_(&onThreadExit), shared_(config.large, config.pool, config.cache, config.segments) {}
   ScalableHeap(const ScalableHeap&) = delete;
   ScalableHeap& operator=(const ScalableHeap&) = delete;
