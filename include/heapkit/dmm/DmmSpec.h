@@ -48,7 +48,7 @@ struct PageSegregatedSpec {
   std::size_t classCount = 0;
   ScalableCoreConfig config;  // config.classes is built from classBytes (see coreConfig)
 
-  PageSegregatedSpec() {
+  constexpr PageSegregatedSpec() {
     classCount = ScalableSizeClasses::count();
     for (std::size_t i = 0; i < classCount; ++i) classBytes[i] = ScalableSizeClasses::bytesOf(i);
   }
