@@ -249,9 +249,9 @@ def generate(top_sizes: Sequence[tuple[int, int]], max_size: int,
     rule("<dmm>", "<general>", "<part> , <general>", "<part> , <part> , <general>",
          "<part> , <part> , <part> , <general>", "<page-segregated>")
     lists = [list(DEFAULT_CLASSES)]
-    for classes in class_lists:
-        if list(classes) not in lists:
-            lists.append(list(classes))
+    for fitted in class_lists:
+        if list(fitted) not in lists:
+            lists.append(list(fitted))
     rule("<page-segregated>", _page_segregated(["<ps-classes>"], **{k: f"<ps-{k.replace('_', '-')}>"
                                                                      for k in PAGE_SEGREGATED_DEFAULTS})
          .replace('["<ps-classes>"]', "<ps-classes>"))
