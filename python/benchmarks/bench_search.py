@@ -140,7 +140,7 @@ def compare_with_random(workload: Path, args) -> None:
     rows = []
     for name, scale in args.compare_traces:
         trace = tmp / f"{name}-{scale}.hkt"
-        heapkit.record([str(workload), name, str(scale)], trace)
+        heapkit.record(REAL_PROGRAM if name == "python-ast" else [str(workload), name, str(scale)], trace)
         for seed in range(1, args.seeds + 1):
             started = time.monotonic()
             result = hs.search(trace, tmp / f"ge-{name}-{seed}", objectives=objectives, population=args.population,
@@ -213,7 +213,7 @@ def main() -> None:
                         help="only GE against random sampling at equal evaluations (prints a table, writes no doc)")
     parser.add_argument("--compare-traces", default="boxedsim:2,espresso:2,gcbench:1",
                         type=lambda text: [(n, int(s)) for n, s in (p.split(":") for p in text.split(","))],
-                        help="NAME:SCALE,... workloads for --compare-only")
+                        help="NAME:SCALE,... workloads for --compare-only (python-ast: the real program, any scale)")
     parser.add_argument("--seeds", type=int, default=2, help="searches per trace for --compare-only")
     parser.add_argument("--no-diverse", action="store_true", help="--compare-only without the new-design rule")
     parser.add_argument("--mutation", type=float, default=0.02, help="the searches' per-codon mutation rate")

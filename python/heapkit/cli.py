@@ -471,6 +471,8 @@ def _design_table(title: str, designs, objectives, references: dict[str, dict[st
 @click.option("--population", type=click.IntRange(min=4), default=60, show_default=True)
 @click.option("--generations", type=click.IntRange(min=1), default=100, show_default=True)
 @click.option("--mutation", type=click.FloatRange(0, 1), default=0.02, show_default=True, help="Per-codon probability.")
+@click.option("--immigrants", type=click.FloatRange(0, 1), default=0.25, show_default=True,
+              help="Share of each generation's offspring replaced by random genomes.")
 @click.option("--crossover", type=click.FloatRange(0, 1), default=0.8, show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--resume", is_flag=True, help="Continue the search whose checkpoint is in the output directory.")
@@ -486,7 +488,7 @@ def _design_table(title: str, designs, objectives, references: dict[str, dict[st
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write an HTML report (profile, the front, convergence, DMM maps).")
 def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: str, weights: str | None, population: int,
-           generations: int, mutation: float, crossover: float, seed: int, resume: bool, cache: Path | None,
+           generations: int, mutation: float, immigrants: float, crossover: float, seed: int, resume: bool, cache: Path | None,
            threads: int | None, cluster: str | None, sample: int | None, energy: Path | None, no_glibc: bool,
            report_path: Path | None) -> None:
     """Search the DMM design space for TRACE by grammatical evolution: the Pareto front (or,
@@ -520,6 +522,7 @@ def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: st
         front, result = find_designs(trace, out_dir, objectives=chosen, sample=sample, glibc_reference=not no_glibc,
                                      progress=progress, grammar=grammar_obj, weights=weight_values,
                                      population=population, generations=generations, mutation=mutation,
+                                     immigrants=immigrants,
                                      crossover=crossover, seed=seed, resume=resume, cache=cache, threads=threads,
                                      energy=model, runner=runner)
     if result.interrupted:

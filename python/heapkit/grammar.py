@@ -301,6 +301,27 @@ def generate(top_sizes: Sequence[tuple[int, int]], max_size: int,
     return Grammar("<dmm>", rules)
 
 
+#: The policies of the page_segregated designs seeded with each fitted class list: a
+#: middle ground between libheapkit.so's (fast, memory-hungry) and the smallest budgets.
+FITTED_SEED_POLICIES = {
+    "warm_superblocks": "16",
+    "purge_delay": "512",
+    "resident_free": PAGE_SEGREGATED_CHOICES["resident_free"][1],
+    "large_cache": PAGE_SEGREGATED_CHOICES["large_cache"][1],
+}
+
+
+def fitted_alternatives(grammar: Grammar) -> dict[str, str]:
+    """For each class list a generated grammar offers besides libheapkit.so's (those fitted
+    to the trace), the page_segregated design with those classes and
+    FITTED_SEED_POLICIES, as the grammar derives it: designs to seed a search with."""
+    out = {}
+    for items in grammar.rules.get("<ps-classes>", [])[1:]:
+        classes = json.loads("".join(items))
+        out[f"PS{len(classes)}-{len(out) + 1}"] = _page_segregated(classes, **FITTED_SEED_POLICIES)
+    return out
+
+
 #: The numbers of classes whose fitted lists the grammar offers (capped by the trace's
 #: distinct sizes), each under every weighting of :mod:`heapkit.sizeclasses`.
 FITTED_CLASS_COUNTS = (8, 12, 16, 24, 32, 40, 48, 64)
@@ -316,5 +337,5 @@ def generate_for_trace(trace: str | Path) -> Grammar:
     return generate(profile.top_sizes, profile.max_size, [f.classes for f in fitted])
 
 
-__all__ = ["FITTED_CLASS_COUNTS", "Grammar", "GrammarError", "PAGE_SEGREGATED_CHOICES", "PRESET_ALTERNATIVES", "design_from_text", "generate", "generate_for_trace",
+__all__ = ["FITTED_CLASS_COUNTS", "FITTED_SEED_POLICIES", "Grammar", "fitted_alternatives", "GrammarError", "PAGE_SEGREGATED_CHOICES", "PRESET_ALTERNATIVES", "design_from_text", "generate", "generate_for_trace",
            "hot_sizes"]

@@ -37,7 +37,8 @@ import numpy as np
 
 from heapkit import simulator
 from heapkit.dmm import Spec
-from heapkit.grammar import PRESET_ALTERNATIVES, Grammar, GrammarError, design_from_text, generate_for_trace
+from heapkit.grammar import (PRESET_ALTERNATIVES, Grammar, GrammarError, design_from_text, fitted_alternatives,
+                             generate_for_trace)
 
 OBJECTIVES = ("work", "footprint", "energy")
 INFEASIBLE = 1e30
@@ -177,10 +178,15 @@ def _fitness_class(count: int):
     return type("Fitness", (base.Fitness,), {"weights": (-1.0,) * count})
 
 
-def seed_genomes(grammar: Grammar) -> dict[str, list[int]]:
-    """Genomes deriving the presets the grammar expresses as a whole design."""
+def seed_genomes(grammar: Grammar, fitted: bool = False) -> dict[str, list[int]]:
+    """Genomes deriving the presets the grammar expresses as a whole design; with
+    ``fitted``, then the page_segregated designs with each class list fitted to the trace
+    (:func:`heapkit.grammar.fitted_alternatives`)."""
     seeds = {}
-    for name, alternative in PRESET_ALTERNATIVES.items():
+    alternatives = dict(PRESET_ALTERNATIVES)
+    if fitted:
+        alternatives.update(fitted_alternatives(grammar))
+    for name, alternative in alternatives.items():
         genome = grammar.genome_for(alternative)
         if genome is not None:
             seeds[name] = genome
@@ -222,11 +228,14 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
            seed: int = 1, resume: bool = False, cache: str | Path | None = None, threads: int | None = None,
            energy: dict | None = None, genome_length: tuple[int, int] = (16, 48),
            progress: Progress | None = None, runner: Optional[Callable[[list[Spec]], list[dict]]] = None,
-           diverse: bool = True) -> SearchResult:
+           diverse: bool = True, seed_fitted: bool = True, immigrants: float = 0.25) -> SearchResult:
     """Grammatical evolution of DMM designs for ``trace``; writes ``out_dir/checkpoint.pkl``
     after each generation and returns the front (see the module's docstring). With
     ``diverse`` (the default), every genome of the first population and every offspring
-    derives a design the search has not evaluated yet (:func:`make_new`)."""
+    derives a design the search has not evaluated yet (:func:`make_new`); with
+    ``seed_fitted`` (the default), the first population holds, after the presets, the
+    page-segregated designs with the class lists fitted to the trace (up to half of it);
+    ``immigrants``: the share of each generation's offspring replaced by random genomes."""
     import time
 
     objectives = tuple(objectives)
@@ -291,7 +300,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
     if resume and checkpoint_path.exists():
         with open(checkpoint_path, "rb") as f:
             state = pickle.load(f)
-        if state["settings"] != _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse):
+        if state["settings"] != _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants):
             raise ValueError(f"{checkpoint_path} is of a search with other settings: start afresh without --resume")
         rng = random.Random()
         rng.setstate(state["rng"])
@@ -306,7 +315,13 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
         individuals_evaluated = state.get("individuals", individuals_evaluated)
     else:
         rng = random.Random(seed)
+        # The presets, then (with seed_fitted) the page-segregated designs with the class
+        # lists fitted to the trace, at most half the population: the rest random.
         seeds = list(seed_genomes(grammar).values())
+        fitted = [g for name, g in seed_genomes(grammar, fitted=seed_fitted).items() if name not in PRESET_ALTERNATIVES]
+        room = max(0, population // 2 - len(seeds))
+        if fitted and room:  # spread over the lists, from the fewest classes to the most
+            seeds += [fitted[i * len(fitted) // min(room, len(fitted))] for i in range(min(room, len(fitted)))]
         pop = [_make(fitness_class, g) for g in seeds[:population]]
         seen = {spec.key for spec in (_design_of(grammar, i) for i in pop) if spec is not None} | set(preset_names)
         while len(pop) < population:
@@ -335,6 +350,11 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
                         tools.cxOnePoint(a, b)
                 for individual in offspring:
                     tools.mutUniformInt(individual, 0, 255, indpb=mutation)
+                # Random immigrants: a share of the offspring replaced by fresh random genomes.
+                for index in range(len(offspring)):
+                    if immigrants and rng.random() < immigrants:
+                        offspring[index] = _make(fitness_class, [rng.randrange(256)
+                                                                 for _ in range(rng.randint(*genome_length))])
             if diverse:
                 # An offspring whose design the search has already evaluated (or another
                 # offspring of this generation derives) would cost an evaluation and teach
@@ -353,7 +373,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
                             "individuals": individuals_evaluated, "distinct": len(archive),
                             "seconds": time.monotonic() - started})
             with open(checkpoint_path.with_suffix(".tmp"), "wb") as f:
-                pickle.dump({"settings": _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse),
+                pickle.dump({"settings": _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants),
                              "rng": rng.getstate(), "generation": generation, "history": history,
                              "population": [list(i) for i in pop],
                              "archive": [(d.spec.normalized, d.spec.name, d.metrics, d.genome) for d in archive.values()],
@@ -471,9 +491,11 @@ def _make(fitness_class, genome: Sequence[int]) -> _Individual:
     return individual
 
 
-def _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse=True) -> dict:
+def _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse=True,
+              seed_fitted=True, immigrants=0.0) -> dict:
     return {"objectives": list(objectives), "weights": list(weights) if weights else None, "population": population,
-            "mutation": mutation, "crossover": crossover, "seed": seed, "diverse": diverse,
+            "mutation": mutation, "crossover": crossover, "seed": seed, "diverse": diverse, "seed_fitted": seed_fitted,
+            "immigrants": immigrants,
             "grammar": hashlib.sha256(grammar.to_text().encode()).hexdigest()}
 
 

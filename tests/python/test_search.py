@@ -118,6 +118,12 @@ def test_the_grammar_offers_size_classes_fitted_to_the_trace(churn_trace):
     assert offered[0] == list(DEFAULT_CLASSES)
     assert offered[1:] == [c for c in fitted if c != list(DEFAULT_CLASSES)] and len(offered) > 10
     assert all(len(c) <= 64 for c in offered)
+    # A search seeds page-segregated designs with those lists (after the presets).
+    seeds = hs.seed_genomes(grammar, fitted=True)
+    seeded = [design_from_text(grammar.derive(g)).allocators for n, g in seeds.items() if n.startswith("PS")]
+    assert [a[0]["class_sizes"] for a in seeded] == offered[1:]
+    assert all(len(a) == 1 and a[0]["mechanism"] == "page_segregated" and a[0]["warm_superblocks"] == 16
+               for a in seeded)
 
 
 def test_make_new_walks_to_a_design_not_yet_seen(monkeypatch):
