@@ -7,7 +7,10 @@ layers the simulator ran, with the spec's values as compile-time constants
 wrapper: CMake and a C++20 compiler are all it needs), as heapkit's own libraries are
 built, into
 
-- ``lib<name>.so``: a preload library (``LD_PRELOAD=./libmine.so program``);
+- ``lib<name>.so``: a preload library (``LD_PRELOAD=./libmine.so program``): the design
+  behind one lock, or, for a design of one page_segregated allocator over every size, the
+  same layers as libheapkit.so's thread-aware ScalableHeap (a heap per thread, no lock,
+  from mmap instead of the arena) with the design's classes and values;
 - ``lib<name>.a`` and ``<name>.cmake``: a static library and a CMake snippet to link the
   allocator into a program;
 - ``<name>-verify``: heapkit-replay's measurement over the emitted heap, to check the build.
@@ -118,8 +121,8 @@ add_library(heapkit INTERFACE)
 add_library(heapkit::heapkit ALIAS heapkit)
 target_include_directories(heapkit INTERFACE "{include}")
 include("{package}/HeapkitAllocator.cmake")
-# The design behind one lock, as a drop-in malloc: lib{name}.so.
-heapkit_add_allocator({name} HEAP "heapkit::LockedHeap<heapkit::SpinLock, {ns}::Dmm<heapkit::RealMemory>>"
+# {shipped_comment}
+heapkit_add_allocator({name} HEAP "{shipped_heap}"
                       INCLUDES "heapkit/threads/LockedHeap.h" "{header}")
 target_include_directories({name}_objects PRIVATE "{design_dir}")
 target_compile_options({name}_objects PRIVATE -Wall -Wextra)
@@ -177,6 +180,22 @@ def _cmake() -> str:
     return found
 
 
+def thread_aware(spec: SpecLike) -> bool:
+    """One page_segregated allocator over every size: built as libheapkit.so's thread-aware
+    heap (ScalableHeap: a heap per thread, no lock) with the design's classes and values."""
+    allocators = as_spec(spec).data["allocators"]
+    return (len(allocators) == 1 and allocators[0]["mechanism"] == "page_segregated"
+            and allocators[0]["range"] == [0, None])
+
+
+def shipped_heap(spec: SpecLike, ns: str) -> str:
+    """The heap type lib<name>.so runs: the thread-aware ScalableHeap for a design of one
+    page_segregated allocator, else the design (over its arena) behind one lock."""
+    if thread_aware(spec):
+        return f"{ns}::ThreadAware<heapkit::Hardened<heapkit::MmapHeap>>"
+    return f"heapkit::LockedHeap<heapkit::SpinLock, {ns}::Dmm<heapkit::RealMemory>>"
+
+
 def build(spec: SpecLike, output: str | Path, *, build_type: str = "Release") -> BuildResult:
     """Builds ``output`` (``lib<name>.so``) and, beside it, ``lib<name>.a``, ``<name>.cmake``,
     ``<name>.h`` and ``<name>-verify``, through ``heapkit_add_allocator`` (CMake and a C++20
@@ -197,6 +216,10 @@ def build(spec: SpecLike, output: str | Path, *, build_type: str = "Release") ->
     (work / "verify.cpp").write_text(_VERIFIER.format(header=header.name, name=stem, ns=ident))
     (work / "CMakeLists.txt").write_text(_PROJECT.format(
         ident=ident, name=stem, ns=ident, header=header.name, include=_cmake_path(INCLUDE_DIR),
+        shipped_heap=shipped_heap(spec, ident),
+        shipped_comment=("The design as libheapkit.so's thread-aware heap (a heap per thread, no lock, over mmap), "
+                         f"as a drop-in malloc: lib{stem}.so." if thread_aware(spec) else
+                         f"The design behind one lock, as a drop-in malloc: lib{stem}.so."),
         package=_cmake_path(PACKAGE_DIR), design_dir=_cmake_path(out_dir)))
     cmake = _cmake()
     configure = [cmake, "-S", str(work), "-B", str(work / "build"), f"-DCMAKE_BUILD_TYPE={build_type}",
@@ -227,7 +250,7 @@ def _cmake_path(path: Path) -> str:
 @dataclass
 class Verification:
     design: str
-    predicted_footprint: int  # the simulator's high-water mark of bytes held
+    predicted_footprint: int  # the simulator's high-water mark of the footprint (resident bytes)
     measured_footprint: int  # the built (compile-time) heap's, replaying the same trace
     compiled_seconds: float  # median replay time of the emitted design (no data written)
     configured_seconds: float  # the same design configured at run time (heapkit-replay --spec)
@@ -253,7 +276,7 @@ def _run_replayer(cmd: list[str]) -> "ReplayRun":
 
 
 def built_footprint(result: BuildResult, trace: str | Path) -> int:
-    """The built (compile-time) heap's high-water mark of bytes held, replaying ``trace``
+    """The built (compile-time) heap's footprint high-water mark (resident bytes), replaying ``trace``
     once with its verifier: what the simulator predicts to the byte."""
     return int(_run_replayer([str(result.verifier), str(trace), "--no-touch"]).heap_peak_bytes_held)
 
@@ -285,4 +308,5 @@ def verify(result: BuildResult, trace: str | Path, runs: int = 3) -> Verificatio
                         statistics.median(configured), preload)
 
 
-__all__ = ["BuildError", "BuildResult", "Verification", "build", "built_footprint", "compiler", "emit", "verify"]
+__all__ = ["BuildError", "BuildResult", "Verification", "build", "built_footprint", "compiler", "emit", "shipped_heap",
+           "thread_aware", "verify"]

@@ -283,7 +283,7 @@ def replay(trace: Path, allocators: tuple[str, ...], runs: int, no_touch: bool, 
                                f"{_bytes(results[0].max_live_bytes)} (medians of {runs} runs)"))
     designs = any(x.heap_peak_bytes_held is not None for r in results for x in r.runs)
     for column in ("allocator", "time", "ns / op", "footprint", "footprint / live", "failed") + (
-            ("bytes held (design)",) if designs else ()):
+            ("footprint (design)",) if designs else ()):
         table.add_column(column, justify="right")
     for r in results:
         held = [x.heap_peak_bytes_held for x in r.runs if x.heap_peak_bytes_held is not None]
@@ -735,7 +735,7 @@ def report(directory: Path, prefer: str) -> None:
               help="Also write the comparison as an HTML report.")
 def compare(trace: Path, designs: tuple[str, ...], runs: int, report_path: Path | None) -> None:
     """Compare DESIGNS on TRACE, simulated and measured side by side: each a spec file, a preset
-    (KNG, FIB, S10, EXA, LEA, BOX) or a real allocator (glibc, jemalloc, mimalloc, heapkit, lea,
+    (KNG, FIB, S10, EXA, LEA, BOX, ALEA, HKS) or a real allocator (glibc, jemalloc, mimalloc, heapkit, lea,
     kingsley, a .so path)."""
     from heapkit.compare import compare as run_compare
     from heapkit.compare import report as compare_report

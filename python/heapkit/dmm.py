@@ -23,7 +23,7 @@ from typing import Any, Union
 from heapkit import _core
 from heapkit._core import SPEC_FORMAT, SpecError
 
-PRESETS = ("KNG", "FIB", "S10", "EXA", "LEA", "BOX", "HKS", "ALEA")
+PRESETS = ("KNG", "FIB", "S10", "EXA", "LEA", "BOX", "ALEA", "HKS")
 _PRESET_FILES = resources.files("heapkit") / "presets"
 
 

@@ -74,7 +74,10 @@ class ReplayRun:
     footprint_bytes: int  # peak resident set during the replay minus the one before it
     peak_rss_bytes: int
     failed_allocations: int
-    heap_peak_bytes_held: Optional[int] = None  # a spec: design's own footprint, as the simulator counts it
+    # A spec: the design's own footprint, as the simulator counts it: its peak resident bytes
+    # (bytes held less the pages purged; the same as bytes held unless the design purges,
+    # as page_segregated does). The replayer's JSON has both figures.
+    heap_peak_bytes_held: Optional[int] = None
     footprint_samples: Optional[list] = None  # (operation, resident growth) when asked for
     cpu_seconds: float = 0.0  # user + system time of the replayer's process (decoding the trace included)
     malloc_library: str = ""  # the file defining the malloc the replayer called
@@ -86,7 +89,8 @@ def parse_replay_output(stdout: str, cpu_seconds: float = 0.0) -> ReplayRun:
     """The one place that reads heapkit-replay's JSON line (its last line of output)."""
     data = json.loads(stdout.strip().splitlines()[-1])
     return ReplayRun(data["seconds"], data["ns_per_op"], data["footprint_bytes"], data["peak_rss_bytes"],
-                     data["failed_allocations"], data.get("heap_peak_bytes_held"), data.get("footprint_samples"),
+                     data["failed_allocations"], data.get("heap_peak_resident_bytes", data.get("heap_peak_bytes_held")),
+                     data.get("footprint_samples"),
                      cpu_seconds, data.get("malloc_library", ""), data["operations"], data["max_live_bytes"])
 
 

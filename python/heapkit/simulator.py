@@ -61,7 +61,7 @@ class SimulationMetrics:
     writes: int  # metadata words written
     splits: int
     coalesces: int
-    peak_footprint: int  # bytes held from the OS at the high-water mark
+    peak_footprint: int  # resident bytes at the high-water mark: held from the OS less the pages purged
     end_footprint: int
     max_live_bytes: int
     live_bytes_at_peak: int
@@ -74,6 +74,9 @@ class SimulationMetrics:
     # Stopped for needing more than max_steps_per_event steps per operation: the figures
     # cover only the trace's start, and the design counts as infeasible.
     abandoned: bool = False
+    # High-water mark of bytes held (address space taken from the OS, purged pages
+    # included): above peak_footprint only for designs that purge (page_segregated).
+    peak_bytes_held: int = 0
 
     @property
     def accesses(self) -> int:
@@ -151,7 +154,7 @@ def _metrics(spec: Spec, trace: str, r: dict[str, Any]) -> SimulationMetrics:
         live_bytes_at_peak=r["live_bytes_at_peak"], usable_bytes_at_peak=r["usable_bytes_at_peak"],
         dynamic_energy_nj=r["dynamic_energy_nj"], static_energy_nj=r["static_energy_nj"], seconds=r["seconds"],
         footprint_samples=[tuple(s) for s in r["footprint_samples"]], dmm_map=_dmm_map(spec, r["allocators"]),
-        abandoned=r["abandoned"])
+        abandoned=r["abandoned"], peak_bytes_held=r["peak_bytes_held"])
 
 
 # progress(spec_index, bytes_done, bytes_total)

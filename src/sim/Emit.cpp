@@ -72,7 +72,7 @@ bool defaultClasses(const PageSegregatedSpec& p) {
 // The classes by type (libheapkit.so's own when the spec keeps them), and the rest of
 // ScalableCoreConfig as the values a default-constructed Config holds.
 std::string pageSegregatedConfig(const std::string& name, const PageSegregatedSpec& p) {
-  const ScalableCoreConfig& c = p.config;
+  const PageSegregatedSpec& c = p;
   std::string classes = "heapkit::ScalableSizeClasses";
   if (!defaultClasses(p)) {
     classes = "heapkit::FixedSizeClasses<";

@@ -206,14 +206,14 @@ struct AllocatorReader {
                "large_cache"},
               owner);
     PageSegregatedSpec& p = spec.pageSegregated;
-    ScalableCoreConfig& c = p.config;
+    PageSegregatedSpec& c = p;
     if (const JsonValue* sizes = field("class_sizes")) {
       expect(*sizes, Kind::Array, at("class_sizes"));
       if (sizes->items.size() > SizeClassTable::kMaxClasses) fail(at("class_sizes"), "at most 64 size classes");
       p.classCount = sizes->items.size();
       for (std::size_t i = 0; i < p.classCount; ++i)
         p.classBytes[i] = readSize(sizes->items[i], at("class_sizes") + "[" + std::to_string(i) + "]", 16, 32768);
-      if (const char* why = SizeClassTable::check(std::span<const std::size_t>(p.classBytes, p.classCount)))
+      if (const char* why = SizeClassTable::check(p.classes()))
         fail(at("class_sizes"), why);
     }
     if (const JsonValue* v = field("span_max_bytes"))
@@ -246,7 +246,7 @@ struct AllocatorReader {
 
   std::string pageSegregatedText() const {
     const PageSegregatedSpec& p = spec.pageSegregated;
-    const ScalableCoreConfig& c = p.config;
+    const PageSegregatedSpec& c = p;
     std::string out = ",\"class_sizes\":[";
     for (std::size_t i = 0; i < p.classCount; ++i) {
       if (i != 0) out += ',';

@@ -232,9 +232,20 @@ def test_emitted_header_compiles_alone_under_werror(tmp_path):
     assert "struct Allocator1Config" in header.read_text()
 
 
-@pytest.mark.parametrize("name", ["S10", "BOX", "FIB"])
+_FITTED_PAGE_SEGREGATED = {
+    "format": "heapkit-dmm/1", "name": "fitted",
+    "allocators": [{"range": [0, None], "mechanism": "page_segregated",
+                    "class_sizes": [16, 32, 48, 64, 96, 128, 176, 240, 320, 448, 640, 896, 1264, 1792, 2544, 3600,
+                                    5088, 7200, 10176, 14384],
+                    "span_max_bytes": 4194304, "purge_delay": 1024,
+                    "resident_free": {"min_bytes": 2097152, "max_bytes": 67108864, "in_use_percent": 100},
+                    "warm_superblocks": 16, "large_cache": {"max_blocks": 4, "fit_slack": 2, "idle_operations": 512}}]}
+
+
+@pytest.mark.parametrize("name", ["S10", "BOX", "FIB", "HKS", "ALEA", "fitted"])
 def test_built_library_measures_as_predicted_and_runs_real_programs(churn_trace, programs, tmp_path, name):
-    result = hb.build(heapkit.preset(name), tmp_path / f"lib{name.lower()}.so")
+    spec = heapkit.parse_spec(json.dumps(_FITTED_PAGE_SEGREGATED)) if name == "fitted" else heapkit.preset(name)
+    result = hb.build(spec, tmp_path / f"lib{name.lower()}.so")
     v = hb.verify(result, churn_trace, runs=1)
     assert v.footprint_matches, (v.predicted_footprint, v.measured_footprint)
     env = dict(os.environ, LD_PRELOAD=str(result.shared_library))
@@ -255,6 +266,47 @@ def test_built_library_measures_as_predicted_and_runs_real_programs(churn_trace,
     dynamic = subprocess.run(["readelf", "-d", str(result.shared_library)], capture_output=True, text=True).stdout
     needed = [line.split("[")[1].rstrip("]") for line in dynamic.splitlines() if "(NEEDED)" in line]
     assert needed == ["libc.so.6"], needed
+
+
+def test_a_page_segregated_design_is_shipped_as_the_thread_aware_heap(programs, tmp_path):
+    """One page_segregated allocator over every size is built as libheapkit.so's ScalableHeap
+    with the design's classes and values (a heap per thread, no lock); other designs behind
+    one lock. The thread-aware library runs a multi-threaded program as glibc does."""
+    fitted = heapkit.parse_spec(json.dumps(_FITTED_PAGE_SEGREGATED))
+    assert hb.thread_aware(fitted) and hb.thread_aware(heapkit.preset("HKS"))
+    assert not hb.thread_aware(heapkit.preset("S10")) and not hb.thread_aware(heapkit.preset("ALEA"))
+    split = dict(_FITTED_PAGE_SEGREGATED, allocators=[dict(_FITTED_PAGE_SEGREGATED["allocators"][0], range=[0, 4096]),
+                                                      {"range": [4096, None], "mechanism": "lea"}])
+    assert not hb.thread_aware(heapkit.parse_spec(json.dumps(split)))
+    assert hb.shipped_heap(fitted, "ns") == "ns::ThreadAware<heapkit::Hardened<heapkit::MmapHeap>>"
+    result = hb.build(fitted, tmp_path / "libfitted.so")
+    header = result.header.read_text()
+    assert "heapkit::FixedSizeClasses<16, 32, 48, 64, 96," in header and "segments.purgeDelay = 1024;" in header
+    assert "using ThreadAware = heapkit::ScalableHeap<Top, Allocator0Classes, Allocator0Config>;" in header
+    assert "ns::ThreadAware" not in header
+    project = (tmp_path / ".fitted-build" / "CMakeLists.txt").read_text()
+    assert 'HEAP "fitted::ThreadAware<heapkit::Hardened<heapkit::MmapHeap>>"' in project
+    script = ("import threading, zlib\n"
+              "out = [0] * 8\n"
+              "def work(k):\n"
+              "    d = {}\n"
+              "    for i in range(30000):\n"
+              "        d[i % 997] = bytes(range(i % 256)) * (1 + i % 7)\n"
+              "    out[k] = zlib.crc32(b''.join(d[j] for j in sorted(d)))\n"
+              "ts = [threading.Thread(target=work, args=(k,)) for k in range(8)]\n"
+              "[t.start() for t in ts]; [t.join() for t in ts]\n"
+              "print(out)\n")
+    plain = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    env = dict(os.environ, LD_PRELOAD=str(result.shared_library))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and done.stdout == plain, done.stderr
+    # Its malloc is ScalableHeap's: a small object's usable size is its class's, 16-aligned.
+    (tmp_path / "usable.c").write_text(
+        "#include <malloc.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+        "int main(void) { void* p = malloc(100); printf(\"%zu\\n\", malloc_usable_size(p)); free(p); return 0; }\n")
+    subprocess.run(["cc", str(tmp_path / "usable.c"), "-o", str(tmp_path / "usable")], check=True)
+    out = subprocess.run([str(tmp_path / "usable")], capture_output=True, text=True, env=env, check=True).stdout
+    assert out == "128\n"
 
 
 def test_static_library_links_into_a_program_with_the_cmake_snippet(tmp_path):

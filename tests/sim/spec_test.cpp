@@ -73,6 +73,24 @@ TEST(Spec, EveryBadSpecIsOneErrorNamingTheField) {
       {specWith(R"({"range": [0, 100], "mechanism": "kingsley"})", R"(, "fallback": 3)"), "fallback: 3 is outside 0..0"},
       {specWith(R"({"range": [0, null], "mechanism": "kingsley"})", R"(, "fallback": 0)"),
        "fallback: the last allocator's range has no bound"},
+      {specWith(R"({"range": [0, null], "mechanism": "page_segregated", "class_sizes": [16, 24]})"),
+       "allocators[0].class_sizes: a size class is not a positive multiple of 16 bytes"},
+      {specWith(R"({"range": [0, null], "mechanism": "page_segregated", "class_sizes": [32, 16]})"),
+       "allocators[0].class_sizes: size classes are not in ascending order"},
+      {specWith(R"({"range": [0, null], "mechanism": "page_segregated", "class_sizes": [16, 65536]})"),
+       "allocators[0].class_sizes[1]: 65536 is outside 16..32768"},
+      {specWith(R"({"range": [0, null], "mechanism": "page_segregated", "span_max_bytes": 1024})"),
+       "allocators[0].span_max_bytes: 1024 is outside 65536.."},
+      {specWith(R"({"range": [0, null], "mechanism": "page_segregated", "resident_free": {"min_bytes": 9, "max_bytes": 8}})"),
+       "allocators[0].resident_free.max_bytes: at least min_bytes (9)"},
+      {specWith(R"({"range": [0, null], "mechanism": "page_segregated", "large_cache": {"fit_slack": 0}})"),
+       "allocators[0].large_cache.fit_slack: 0 is outside 1.."},
+      {specWith(R"({"range": [0, null], "mechanism": "page_segregated", "large_cache": {"slots": 1}})"),
+       "allocators[0].large_cache.slots: not a field of a large_cache policy"},
+      {specWith(R"({"range": [0, null], "mechanism": "page_segregated", "header": "size8"})"),
+       "allocators[0].header: not a field of a page_segregated allocator"},
+      {specWith(R"({"range": [0, null], "mechanism": "adaptive_lea", "classes": 3})"),
+       "allocators[0].classes: not a field of a adaptive_lea allocator"},
   };
   for (const Case& c : cases) {
     std::string error = errorOf(c.text);
@@ -94,6 +112,39 @@ TEST(Spec, NormalisationGivesOneTextPerDesign) {
   EXPECT_EQ(parseSpec(a.normalized).normalized, a.normalized) << "the normalised text is itself a valid spec";
   ParsedSpec other = parseSpec(specWith(R"({"range": [0, null], "mechanism": "segregated_lists", "classes": 9})"));
   EXPECT_NE(other.normalized, a.normalized);
+}
+
+// page_segregated's normal form spells out every default: libheapkit.so's 40 classes and
+// ScalableCoreConfig's values.
+TEST(Spec, PageSegregatedNormalFormSpellsOutLibheapkitsDefaults) {
+  ParsedSpec terse = parseSpec(specWith(R"({"range": [0, null], "mechanism": "page_segregated"})"));
+  std::string classes;
+  for (std::size_t i = 0; i < ScalableSizeClasses::count(); ++i) {
+    if (i != 0) classes += ',';
+    classes += std::to_string(ScalableSizeClasses::bytesOf(i));
+  }
+  EXPECT_EQ(terse.normalized, R"({"format":"heapkit-dmm/1","allocators":[{"range":[0,null],"mechanism":"page_segregated",)"
+                              R"("class_sizes":[)" + classes + R"(],"span_max_bytes":33554432,"purge_delay":4096,)"
+                              R"("resident_free":{"min_bytes":4194304,"max_bytes":134217728,"in_use_percent":150},)"
+                              R"("warm_superblocks":64,"large_cache":{"max_blocks":8,"fit_slack":4,"idle_operations":1024}}],)"
+                              R"("fallback":"os"})");
+  EXPECT_EQ(parseSpec(terse.normalized).normalized, terse.normalized);
+  ParsedSpec fitted = parseSpec(specWith(R"({"range": [0, null], "mechanism": "page_segregated", "class_sizes": [16, 48],
+      "purge_delay": 7, "large_cache": {"max_blocks": 2}})"));
+  EXPECT_NE(fitted.normalized.find(R"("class_sizes":[16,48],)"), std::string::npos) << fitted.normalized;
+  EXPECT_NE(fitted.normalized.find(R"("purge_delay":7,)"), std::string::npos);
+  EXPECT_NE(fitted.normalized.find(R"("large_cache":{"max_blocks":2,"fit_slack":4,)"), std::string::npos);
+  const PageSegregatedSpec& p = fitted.dmm.allocators[0].pageSegregated;
+  EXPECT_EQ(p.classCount, 2u);
+  ScalableCoreConfig config = p.coreConfig();
+  EXPECT_EQ(config.classes.count(), 2u);
+  EXPECT_EQ(config.classes.bytesOf(1), 48u);
+  EXPECT_EQ(config.segments.purgeDelay, 7u);
+  EXPECT_EQ(config.cache.maxObjects, 2u);
+  EXPECT_EQ(parseSpec(specWith(R"({"range": [0, null], "mechanism": "page_segregated", "class_sizes": []})"))
+                .dmm.allocators[0].pageSegregated.classCount, 0u) << "no classes: every request is a span or a block";
+  EXPECT_EQ(parseSpec(specWith(R"({"range": [0, null], "mechanism": "adaptive_lea"})")).normalized,
+            R"({"format":"heapkit-dmm/1","allocators":[{"range":[0,null],"mechanism":"adaptive_lea"}],"fallback":"os"})");
 }
 
 // ---- hand-computed traces -------------------------------------------------------------------

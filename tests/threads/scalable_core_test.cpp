@@ -12,6 +12,7 @@
 
 #include "heapkit/general/ScalableCoreHeap.h"
 #include "heapkit/objectrep/SizeHeap.h"
+#include "heapkit/threads/ScalableHeap.h"
 #include "heapkit/top/ArenaHeap.h"
 #include "support/AuditedTop.h"
 #include "support/ModelCheck.h"
@@ -226,6 +227,22 @@ TEST(ScalableCoreHeap, ClassesByTypeAsByValue) {
   expectSame(byType, byValue);
 }
 
+// The classes `heapkit emit` writes by type decide exactly as the same classes by value.
+using FittedByType = FixedSizeClasses<16, 48, 64, 96, 224, 400, 1024, 1536, 4096, 9008, 20000 / 16 * 16>;
+static_assert(FittedByType::count() == 11 && FittedByType::maxBytes() == 20000 / 16 * 16);
+
+TEST(ScalableCoreHeap, FixedSizeClassesAreTheTablesClassesByType) {
+  SizeClassTable table(fittedClasses());
+  ASSERT_EQ(FittedByType::count(), table.count());
+  for (std::size_t size = 1; size <= table.maxBytes(); ++size) {
+    ASSERT_EQ(FittedByType::classOf(size), table.classOf(size)) << size;
+    ASSERT_EQ(FittedByType::bytesOf(FittedByType::classOf(size)), table.bytesOf(table.classOf(size))) << size;
+  }
+  Trace byType = runSequence<CountedMemory, FittedByType>(configWith(fittedClasses()), 6, 4000);
+  Trace byValue = runSequence<CountedMemory, SizeClassTable>(configWith(fittedClasses()), 6, 4000);
+  expectSame(byType, byValue);
+}
+
 // Counts come from the accesses: a malloc served from a superblock's free list reads the
 // direct table's entry, the list head, the object's link and the count of objects in use,
 // and writes the head and the count (one step: the lookup); a free on the owner's path
@@ -250,6 +267,35 @@ TEST(ScalableCoreHeap, CountsComeFromTheAccesses) {
   EXPECT_EQ(afterFree.reads - afterMalloc.reads, 3u);
   EXPECT_EQ(afterFree.writes - afterMalloc.writes, 3u);
   heap.free(second);
+}
+
+// A new segment's pages after its metadata were never touched: they are held but never
+// resident, not even for the moment between the top heap's malloc and the purge (the
+// resident high-water mark is what a process's peak RSS would show). Over MmapHeap and
+// over the simulator's arena alike.
+template <class H>
+void expectUntouchedSegmentNotResident(H& heap) {
+  void* object = heap.malloc(100);
+  ASSERT_NE(object, nullptr);
+  void* span = heap.malloc(200 * kKiB);
+  ASSERT_NE(span, nullptr);
+  EXPECT_GE(heap.peakBytesHeld(), 4 * kMiB);
+  EXPECT_LE(heap.peakResidentBytes(), 200 * kKiB + 3 * 64 * kKiB) << "a superblock, a span and the metadata";
+  heap.free(span);
+  heap.free(object);
+}
+
+TEST(ScalableCoreHeap, ANewSegmentsUntouchedPagesNeverCountResident) {
+  {
+    ScalableCoreHeap<ScalableSizeClasses, MmapHeap> heap;
+    expectUntouchedSegmentNotResident(heap);
+  }
+  ReservedArena<CountedMemory> arena(std::size_t{1} << 30);
+  {
+    ArenaCore<CountedMemory, ScalableSizeClasses> heap(ScalableCoreConfig{}, arena, kOwner);
+    expectUntouchedSegmentNotResident(heap);
+  }
+  EXPECT_LE(arena.peakResidentBytes(), 200 * kKiB + 3 * 64 * kKiB) << "the arena's figure, the simulator's footprint";
 }
 
 // ---- segments and spans ---------------------------------------------------------------
@@ -397,6 +443,50 @@ TEST(AdaptiveThresholdHeapLimits, ObjectsSlackAndIdleTime) {
   }
   Cache unlimited;
   EXPECT_EQ(unlimited.limits().maxObjects, SIZE_MAX);
+}
+
+}  // namespace
+}  // namespace heapkit::testing
+
+namespace heapkit::testing {
+namespace {
+
+// ScalableHeap takes its classes and its configuration by type, as `heapkit build` ships a
+// page_segregated design: the classes decide getSize, the Config's values reach the layers.
+struct FewWarmSuperblocks : ScalableCoreConfig {
+  FewWarmSuperblocks() {
+    pool.warmSuperblocks = 1;
+    segments.purgeDelay = 7;
+  }
+};
+
+TEST(ScalableHeapConfig, ClassesAndValuesByType) {
+  using Classes = FixedSizeClasses<16, 48, 208, 4096>;
+  ScalableHeap<MmapHeap, Classes, FewWarmSuperblocks> heap;
+  std::vector<void*> objects;
+  for (std::size_t size : {1u, 17u, 49u, 209u, 4096u}) {
+    void* object = heap.malloc(size);
+    ASSERT_NE(object, nullptr);
+    std::size_t expected = size <= 16 ? 16 : size <= 48 ? 48 : size <= 208 ? 208 : 4096;
+    EXPECT_EQ(heap.getSize(object), expected) << size;
+    objects.push_back(object);
+  }
+  for (void* object : objects) heap.free(object);
+  ScalableHeap<MmapHeap, Classes> defaults;
+  void* object = defaults.malloc(17);
+  EXPECT_EQ(defaults.getSize(object), 48u);
+  defaults.free(object);
+  // Some 20 superblocks of 48-byte objects, all freed: the default pool keeps them warm
+  // (64), the configured one keeps one and purges the others' pages.
+  auto churn = [](auto& h) {
+    std::vector<void*> many;
+    for (int i = 0; i < 24000; ++i) many.push_back(h.malloc(48));
+    for (void* o : many) h.free(o);
+    h.releaseThisThreadsHeap();
+    return h.residentBytes();
+  };
+  std::size_t fewWarm = churn(heap), manyWarm = churn(defaults);
+  EXPECT_LE(fewWarm + 10 * 64 * kKiB, manyWarm) << "the Config's warmSuperblocks reached the pool";
 }
 
 }  // namespace

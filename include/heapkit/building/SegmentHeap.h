@@ -16,7 +16,9 @@
 //  - Residency is tracked per slice: the first `resident` bytes of a slice are counted
 //    resident by the top heap, the rest purged (core/HeapContract.h, PurgingHeap). A new
 //    segment is purged whole (its pages were never touched: this takes them out of the
-//    top heap's resident count), and callers declare the pages they start using
+//    top heap's resident count; a top heap with purgeUntouched does not count them in its
+//    resident high-water mark either, nor, with forgetPurged, the purged pages of a
+//    segment it takes back), and callers declare the pages they start using
 //    (makeResident), so the top heap's resident bytes are the pages in use and the free
 //    pages kept, not the segments' size.
 //  - Delayed purge: a free slice whose pages no request reused within `purgeDelay` span
@@ -556,7 +558,12 @@ class SegmentHeap : public Super {
     // The block's pages after the metadata were never touched: out of the resident count.
     char* purgeFrom = reinterpret_cast<char*>(alignUp(start + metadata, superblock::kPageBytes));
     char* purgeTo = reinterpret_cast<char*>((start + Super::getSize(raw)) & ~(superblock::kPageBytes - 1));
-    purgePages(segment, purgeFrom, static_cast<std::size_t>(purgeTo - purgeFrom));
+    std::size_t untouched = static_cast<std::size_t>(purgeTo - purgeFrom);
+    // A top heap that can tell untouched pages from purged ones keeps them out of its
+    // resident high-water mark too: the process's resident set never held them.
+    if constexpr (requires { Super::purgeUntouched(purgeFrom, untouched); }) Super::purgeUntouched(purgeFrom, untouched);
+    else Super::purge(purgeFrom, untouched);
+    storeMetadata(*this, segment->purgedBytes, loadMetadata(*this, segment->purgedBytes) + untouched);
     linkFree(markSpan(segment, 0, count, true));
     return true;
   }
@@ -589,7 +596,13 @@ class SegmentHeap : public Super {
 
   void giveBack(Segment* segment) {
     std::size_t purged = loadMetadata(*this, segment->purgedBytes);
-    if (purged != 0) Super::reuse(segment, purged);
+    // A top heap that can forget purged pages of a block it takes back does not count them
+    // resident for the moment before the free (its resident high-water mark is the RSS's).
+    if constexpr (requires { Super::forgetPurged(segment, purged); }) {
+      if (purged != 0) Super::forgetPurged(segment, purged);
+    } else {
+      if (purged != 0) Super::reuse(segment, purged);
+    }
     Super::free(segment);
   }
 

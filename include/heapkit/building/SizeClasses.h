@@ -95,7 +95,7 @@ class SizeClassTable {
   // Why `sizes` cannot be a table of classes, or nullptr when it can: ascending, distinct
   // multiples of 16, at least 16, at most 32 KiB, at most 64 of them (none at all means
   // no small objects: every request goes to the heap's large-object path).
-  static constexpr const char* check(std::span<const std::size_t> sizes) {
+  static const char* check(std::span<const std::size_t> sizes) {
     if (sizes.size() > kMaxClasses) return "more than 64 size classes";
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       if (sizes[i] < kMinObjectBytes || sizes[i] % sizeclasses::kGranuleBytes != 0)
@@ -107,14 +107,14 @@ class SizeClassTable {
   }
 
   // libheapkit.so's classes, as values.
-  constexpr SizeClassTable() {
+  SizeClassTable() {
     std::array<std::size_t, ScalableSizeClasses::kMaxClasses> sizes{};
     for (std::size_t i = 0; i < sizes.size(); ++i) sizes[i] = ScalableSizeClasses::bytesOf(i);
     build(sizes);
   }
   // `sizes` must pass check(); a table that does not is taken as no classes at all, so a
   // heap built on it still serves every request (from its large-object path).
-  constexpr explicit SizeClassTable(std::span<const std::size_t> sizes) {
+  explicit SizeClassTable(std::span<const std::size_t> sizes) {
     if (check(sizes) == nullptr) build(sizes);
     else build({});
   }
@@ -125,7 +125,7 @@ class SizeClassTable {
   std::size_t bytesOf(std::size_t sizeClass) const { return bytes_[sizeClass]; }
 
  private:
-  constexpr void build(std::span<const std::size_t> sizes) {
+  void build(std::span<const std::size_t> sizes) {
     count_ = sizes.size();
     for (std::size_t i = 0; i < count_; ++i) bytes_[i] = static_cast<std::uint32_t>(sizes[i]);
     std::size_t sizeClass = 0;

@@ -70,6 +70,12 @@ concept FootprintHeap = Heap<H> && requires(const H& heap) {
 //  - residentBytes(): bytes held less bytes purged and not reused (pages never touched
 //    count too: a layer that wants them out of the count purges them when it gets them),
 //    and peakResidentBytes() its high-water mark.
+// Optional, so that the high-water mark is the process's peak resident set (ArenaHeap and
+// the OS heaps have them; SegmentHeap uses them where they exist):
+//  - purgeUntouched(pages, bytes): purge, right after malloc, of pages of that block never
+//    touched: the high-water mark is not raised by them in between;
+//  - forgetPurged(pages, bytes): instead of reuse right before free, for purged pages that
+//    go back with the block.
 template <class H>
 concept PurgingHeap = FootprintHeap<H> && requires(H& heap, const H& constHeap, void* pages, std::size_t bytes) {
   heap.purge(pages, bytes);

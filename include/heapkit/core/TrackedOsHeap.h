@@ -64,6 +64,15 @@ class TrackedOsHeap {
     footprint_.purge(bytes);
   }
   void reuse(void* /*pages*/, std::size_t bytes) { footprint_.reuse(bytes); }
+  // Pages of the block obtained last, never touched: out of the resident count without
+  // having raised its high-water mark (a new segment's; core/Footprint.h).
+  void purgeUntouched(void* pages, std::size_t bytes) {
+    if constexpr (requires { Source::purge(pages, bytes); }) Source::purge(pages, bytes);
+    footprint_.purgeUntouched(bytes);
+  }
+  // Purged pages of a block about to be freed: they go back with it, never resident again
+  // (instead of reuse before free, which would raise the resident high-water mark).
+  void forgetPurged(void* /*pages*/, std::size_t bytes) { footprint_.forgetPurged(bytes); }
   std::size_t residentBytes() const { return footprint_.resident(); }
   std::size_t peakResidentBytes() const { return footprint_.peakResident(); }
 

@@ -4,8 +4,10 @@
 // DmmHeap runs it, over simulated or real memory.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "heapkit/general/BuddyHeap.h"
 #include "heapkit/general/ScalableCoreHeap.h"
@@ -42,19 +44,30 @@ constexpr bool isBuddy(Mechanism m) {
 }
 
 // A page_segregated allocator's values: its size classes (up to 64, as SizeClassTable
-// takes them) and the rest of ScalableCoreConfig. Defaults are libheapkit.so's.
+// takes them) and the rest of ScalableCoreConfig. Defaults are libheapkit.so's. Plain
+// values, constant-initialised (libheapkit-dmm.so reads a spec before its initialisers run).
 struct PageSegregatedSpec {
-  std::size_t classBytes[SizeClassTable::kMaxClasses] = {};
-  std::size_t classCount = 0;
-  ScalableCoreConfig config;  // config.classes is built from classBytes (see coreConfig)
-
-  constexpr PageSegregatedSpec() {
-    classCount = ScalableSizeClasses::count();
-    for (std::size_t i = 0; i < classCount; ++i) classBytes[i] = ScalableSizeClasses::bytesOf(i);
+  static constexpr std::array<std::size_t, SizeClassTable::kMaxClasses> libheapkitClasses() {
+    std::array<std::size_t, SizeClassTable::kMaxClasses> sizes{};
+    for (std::size_t i = 0; i < ScalableSizeClasses::count(); ++i) sizes[i] = ScalableSizeClasses::bytesOf(i);
+    return sizes;
   }
+
+  std::array<std::size_t, SizeClassTable::kMaxClasses> classBytes = libheapkitClasses();
+  std::size_t classCount = ScalableSizeClasses::count();
+  LargeObjectConfig large{};
+  SuperblockPoolConfig pool{};
+  CacheLimits cache = kScalableLargeCacheLimits;
+  SegmentConfig segments{};
+
+  std::span<const std::size_t> classes() const { return {classBytes.data(), classCount}; }
   ScalableCoreConfig coreConfig() const {
-    ScalableCoreConfig c = config;
-    c.classes = SizeClassTable(std::span<const std::size_t>(classBytes, classCount));
+    ScalableCoreConfig c;
+    c.classes = SizeClassTable(classes());
+    c.large = large;
+    c.pool = pool;
+    c.cache = cache;
+    c.segments = segments;
     return c;
   }
 };

@@ -36,6 +36,11 @@
 
 namespace heapkit {
 
+// libheapkit.so's cache of blocks over LargeObjectConfig::spanMaxBytes: 8 blocks at most
+// (each request scans them), none used for a request more than 4 times smaller, and a
+// block unused for 1024 of its mallocs and frees goes back.
+inline constexpr CacheLimits kScalableLargeCacheLimits{8, SIZE_MAX, 4, 1024};
+
 // The run-time configuration of every layer (each layer's struct documents its fields).
 struct ScalableCoreConfig {
   // The small-object classes, when the heap's Classes is SizeClassTable (ignored by
@@ -45,10 +50,8 @@ struct ScalableCoreConfig {
   LargeObjectConfig large{};
   // Warm superblocks kept, and which classes take another class's without its pages.
   SuperblockPoolConfig pool{};
-  // The cache of blocks over LargeObjectConfig::spanMaxBytes: 8 blocks at most (each
-  // request scans them), none used for a request more than 4 times smaller, and a block
-  // unused for 1024 of its mallocs and frees goes back.
-  CacheLimits cache{8, SIZE_MAX, 4, 1024};
+  // The cache of blocks over LargeObjectConfig::spanMaxBytes.
+  CacheLimits cache = kScalableLargeCacheLimits;
   // Segments: the delay (in span operations) and the budget of free resident pages.
   SegmentConfig segments{};
 };

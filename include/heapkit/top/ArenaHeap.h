@@ -112,6 +112,14 @@ class ReservedArena {
     if constexpr (Memory::kCounts) ++counts_.steps;
   }
   void reuse(void* /*pages*/, std::size_t bytes) { footprint_.reuse(bytes); }
+  // purge, of pages of the extent obtained last that were never touched (core/Footprint.h).
+  void purgeUntouched(void* pages, std::size_t bytes) {
+    madvise(pages, bytes, MADV_DONTNEED);
+    footprint_.purgeUntouched(bytes);
+    if constexpr (Memory::kCounts) ++counts_.steps;
+  }
+  // Purged pages of an extent about to be released (core/Footprint.h).
+  void forgetPurged(std::size_t bytes) { footprint_.forgetPurged(bytes); }
   std::size_t residentBytes() const { return footprint_.resident(); }
   std::size_t peakResidentBytes() const { return footprint_.peakResident(); }
 
@@ -284,6 +292,18 @@ class ArenaHeap {
   void reuse(void* pages, std::size_t bytes) {
     footprint_.reuse(bytes);
     arena_->reuse(pages, bytes);
+  }
+  // Pages of the block obtained last, never touched: out of the resident count without
+  // having raised its high-water mark (a new segment's; core/Footprint.h).
+  void purgeUntouched(void* pages, std::size_t bytes) {
+    footprint_.purgeUntouched(bytes);
+    arena_->purgeUntouched(pages, bytes);
+  }
+  // Purged pages of a block about to be freed: they go back with it, never resident again
+  // (instead of reuse before free, which would raise the resident high-water mark).
+  void forgetPurged(void* /*pages*/, std::size_t bytes) {
+    footprint_.forgetPurged(bytes);
+    arena_->forgetPurged(bytes);
   }
   std::size_t residentBytes() const { return footprint_.resident(); }
   std::size_t peakResidentBytes() const { return footprint_.peakResident(); }
