@@ -4,8 +4,11 @@ Genomes are lists of integer codons; the grammar (:mod:`heapkit.grammar`, genera
 the trace's size profile) maps each to a design. Selection is DEAP's NSGA-II over the
 chosen objectives (any of work, footprint, energy, all minimised), or, with ``weights``,
 the paper's single objective: a weighted sum of the objectives normalised to Kingsley's.
-The presets the grammar can express (KNG, LEA, FIB, S10) are seeded into the first
-population, and NSGA-II keeps the non-dominated designs, so the front never loses to them.
+The presets the grammar can express (KNG, LEA, FIB, S10, ALEA, HKS) are seeded into the
+first population, with page-segregated designs on the class lists fitted to the trace,
+and NSGA-II keeps the non-dominated designs, so the front never loses to them. Every
+offspring derives a design not evaluated before (:func:`make_new`), and a share of them
+are random immigrants.
 
 Evaluations are simulations (:func:`heapkit.simulate`) on threads, memoised by the
 design's normalised form in an on-disk cache that later runs reuse. A checkpoint after
