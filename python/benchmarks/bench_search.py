@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Sequence
 
 from doc_section import replace_section
 
@@ -103,24 +104,69 @@ def _preload(library) -> dict:
     return dict(os.environ, LD_PRELOAD=str(library))
 
 
-def random_front(trace: Path, count: int, tmp: Path, seed: int) -> list[hs.Design]:
-    """As many random valid designs (random genomes through the same grammar) as ``count``."""
+def random_front(trace: Path, count: int, tmp: Path, seed: int, presets: Sequence[hs.Design] = (),
+                 cache: Path | None = None) -> list[hs.Design]:
+    """As many random valid designs (random genomes through the same grammar) as ``count``,
+    each distinct and none a preset; the front of them and of ``presets`` (which the
+    search's front includes too)."""
     grammar = generate_for_trace(trace)
     rng = random.Random(seed)
-    specs, seen = [], set()
+    specs, seen = [], {p.spec.key for p in presets}
     while len(specs) < count:
         text = grammar.derive([rng.randrange(256) for _ in range(rng.randint(16, 48))])
         if text is None:
             continue
-        spec = design_from_text(text)
+        try:
+            spec = design_from_text(text)
+        except ValueError:
+            continue  # a hand-edited grammar's invalid design: not a sample
         if spec.key not in seen:
             seen.add(spec.key)
             specs.append(spec)
-    store = hs.EvaluationCache(tmp / "cache.sqlite")
+    store = hs.EvaluationCache(cache or tmp / "cache.sqlite")
     evaluator = hs.Evaluator(trace, store)
     designs = [hs.Design(s, m) for s, m in zip(specs, evaluator.evaluate(specs))]
     store.close()
-    return hs.non_dominated(designs, ("work", "footprint"))
+    return hs.non_dominated(designs + list(presets), ("work", "footprint"))
+
+
+def compare_with_random(workload: Path, args) -> None:
+    """GE's front against random sampling's at equal evaluations (issue 20, deliverable 7),
+    alone: each trace and seed searched with a fresh cache (so the search's evaluations
+    are its simulations, presets included), then as many random distinct designs as it
+    simulated beyond the presets; both fronts include the presets."""
+    tmp = Path(tempfile.mkdtemp(prefix="heapkit-ge-vs-random-"))
+    objectives = ("work", "footprint")
+    rows = []
+    for name, scale in args.compare_traces:
+        trace = tmp / f"{name}-{scale}.hkt"
+        heapkit.record(REAL_PROGRAM if name == "python-ast" else [str(workload), name, str(scale)], trace)
+        for seed in range(1, args.seeds + 1):
+            started = time.monotonic()
+            result = hs.search(trace, tmp / f"ge-{name}-{seed}", objectives=objectives, population=args.population,
+                               generations=args.generations, seed=seed, cache=tmp / f"ge-{name}-{seed}.sqlite",
+                               diverse=not args.no_diverse, mutation=args.mutation)
+            ge_seconds = time.monotonic() - started
+            presets = list(result.presets.values())
+            count = max(1, result.evaluations - len(presets))
+            started = time.monotonic()
+            sampled = random_front(trace, count, tmp, seed, presets, cache=tmp / f"random-{name}-{seed}.sqlite")
+            random_seconds = time.monotonic() - started
+            kng = result.presets["KNG"]
+            row = {"trace": name, "scale": scale, "events": kng.metrics["events"], "seed": seed,
+                   "individuals": result.individuals, "distinct": result.distinct, "evaluations": result.evaluations,
+                   "ge": hs.hypervolume(result.front, objectives, kng),
+                   "random": hs.hypervolume(sampled, objectives, kng),
+                   "presets": hs.hypervolume(hs.non_dominated(presets, objectives), objectives, kng),
+                   "ge_seconds": ge_seconds, "random_seconds": random_seconds}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    print("| trace | events | seed | genomes | distinct | simulations | presets' HV | GE's HV | random's HV | GE - random |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['trace']} | {r['events']:,} | {r['seed']} | {r['individuals']} | {r['distinct']} | "
+              f"{r['evaluations']} | {r['presets']:.4f} | {r['ge']:.4f} | {r['random']:.4f} | {r['ge'] - r['random']:+.4f} |")
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def ray_speed(trace: Path, tmp: Path, cpus: int, designs: int) -> float:
@@ -163,7 +209,18 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=6, help="front designs built and timed per trace")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="tiny budgets everywhere: a smoke test, not figures")
+    parser.add_argument("--compare-only", action="store_true",
+                        help="only GE against random sampling at equal evaluations (prints a table, writes no doc)")
+    parser.add_argument("--compare-traces", default="boxedsim:2,espresso:2,gcbench:1",
+                        type=lambda text: [(n, int(s)) for n, s in (p.split(":") for p in text.split(","))],
+                        help="NAME:SCALE,... workloads for --compare-only (python-ast: the real program, any scale)")
+    parser.add_argument("--seeds", type=int, default=2, help="searches per trace for --compare-only")
+    parser.add_argument("--no-diverse", action="store_true", help="--compare-only without the new-design rule")
+    parser.add_argument("--mutation", type=float, default=0.02, help="the searches' per-codon mutation rate")
     args = parser.parse_args()
+    if args.compare_only:
+        compare_with_random(args.workload, args)
+        return
     big = {"population": 60, "generations": 100, "tune_population": 40, "tune_generations": 20, "ray_designs": 40}
     if args.quick:
         big = {"population": 8, "generations": 2, "tune_population": 8, "tune_generations": 2, "ray_designs": 8}

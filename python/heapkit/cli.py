@@ -408,6 +408,44 @@ def grammar(trace: Path, output: Path | None) -> None:
         console.print(escape(f"wrote {output}"), highlight=False)
 
 
+@main.command()
+@click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-k", "classes", type=int, default=16, show_default=True,
+              help="How many size classes (1-64; fewer when the trace has fewer distinct sizes).")
+@click.option("--weight", type=click.Choice(["count", "peak", "mixed"]), default="mixed", show_default=True,
+              help="Waste counted per request, per object live at the peak of live bytes, or both normalised "
+                   "and added.")
+def sizeclasses(trace: Path, classes: int, weight: str) -> None:
+    """Print the K size classes (multiples of 16 up to 32 KiB) that waste the fewest bytes in
+    rounding TRACE's requests, exactly optimal, and their waste against libheapkit.so's 40
+    default classes: per request, and at the peak of live bytes (docs/cli.md)."""
+    from heapkit import sizeclasses as sc
+
+    histogram = sc.size_histogram(trace)
+    fitted = sc.fit(histogram, classes, weight)
+    requests = int(histogram.counts.sum())
+    at_peak = int(histogram.live_at_peak.sum())
+    requested = int((histogram.counts * histogram.sizes).sum())
+    live = int((histogram.live_at_peak * histogram.sizes).sum())
+    out.print(f"{trace}: {len(histogram.sizes):,} distinct request sizes up to 32 KiB, {requests:,} requests "
+              f"({_bytes(requested)}), {at_peak:,} of them live at the peak of live bytes ({_bytes(live)})",
+              highlight=False, markup=False, soft_wrap=True)
+    out.print(f"{len(fitted.classes)} classes fitted ({weight}): {' '.join(map(str, fitted.classes))}",
+              highlight=False, markup=False, soft_wrap=True)
+    out.print("bytes lost rounding requests up to 32 KiB to their class, against libheapkit.so's 40 classes:",
+              highlight=False, markup=False, soft_wrap=True)
+    table = Table()
+    for column in ("classes", "per request", "of bytes requested", "at the peak", "of live bytes"):
+        table.add_column(column, justify="right")
+    for name, chosen in ((f"fitted ({len(fitted.classes)})", fitted.classes),
+                         ("default (40)", sc.DEFAULT_CLASSES)):
+        per_request = histogram.waste(chosen, "count")
+        peak = histogram.waste(chosen, "peak")
+        table.add_row(escape(name), f"{per_request / max(requests, 1):.1f} B",
+                      f"{100 * per_request / max(requested, 1):.1f}%", _bytes(peak), f"{100 * peak / max(live, 1):.1f}%")
+    out.print(table)
+
+
 def _design_table(title: str, designs, objectives, references: dict[str, dict[str, float]]) -> Table:
     table = Table(title=escape(title))
     for column in ("design", *objectives, "allocators", *[f"footprint / {r}" for r in references]):
@@ -433,6 +471,8 @@ def _design_table(title: str, designs, objectives, references: dict[str, dict[st
 @click.option("--population", type=click.IntRange(min=4), default=60, show_default=True)
 @click.option("--generations", type=click.IntRange(min=1), default=100, show_default=True)
 @click.option("--mutation", type=click.FloatRange(0, 1), default=0.02, show_default=True, help="Per-codon probability.")
+@click.option("--immigrants", type=click.FloatRange(0, 1), default=0.25, show_default=True,
+              help="Share of each generation's offspring replaced by random genomes.")
 @click.option("--crossover", type=click.FloatRange(0, 1), default=0.8, show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--resume", is_flag=True, help="Continue the search whose checkpoint is in the output directory.")
@@ -448,7 +488,7 @@ def _design_table(title: str, designs, objectives, references: dict[str, dict[st
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write an HTML report (profile, the front, convergence, DMM maps).")
 def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: str, weights: str | None, population: int,
-           generations: int, mutation: float, crossover: float, seed: int, resume: bool, cache: Path | None,
+           generations: int, mutation: float, immigrants: float, crossover: float, seed: int, resume: bool, cache: Path | None,
            threads: int | None, cluster: str | None, sample: int | None, energy: Path | None, no_glibc: bool,
            report_path: Path | None) -> None:
     """Search the DMM design space for TRACE by grammatical evolution: the Pareto front (or,
@@ -482,6 +522,7 @@ def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: st
         front, result = find_designs(trace, out_dir, objectives=chosen, sample=sample, glibc_reference=not no_glibc,
                                      progress=progress, grammar=grammar_obj, weights=weight_values,
                                      population=population, generations=generations, mutation=mutation,
+                                     immigrants=immigrants,
                                      crossover=crossover, seed=seed, resume=resume, cache=cache, threads=threads,
                                      energy=model, runner=runner)
     if result.interrupted:

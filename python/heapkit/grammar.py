@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from heapkit.dmm import Spec, parse_spec
+from heapkit.sizeclasses import DEFAULT_CLASSES
 
 _TOKEN = re.compile(r"<[A-Za-z0-9_-]+>|[^<]+")
 _RULE = re.compile(r"^\s*(<[A-Za-z0-9_-]+>)\s*::=\s*(.*)$")
@@ -83,8 +84,13 @@ class Grammar:
         """The text a genome derives (leftmost expansion; each choice among k > 1
         alternatives takes the next codon modulo k; the genome wraps around at most
         ``max_wraps`` times), or None when it does not finish."""
+        return self.derive_counting(genome, max_wraps)[0]
+
+    def derive_counting(self, genome: Sequence[int], max_wraps: int = MAX_WRAPS) -> tuple[str | None, int]:
+        """:meth:`derive`'s text and how many codons the derivation read (counting each
+        reading of a wrapped genome): a change to the codons beyond those changes nothing."""
         if not genome:
-            return None
+            return None, 0
         out: list[str] = []
         stack = [self.start]
         used = 0
@@ -99,11 +105,11 @@ class Grammar:
                 choice = 0
             else:
                 if used >= limit:
-                    return None
+                    return None, used
                 choice = genome[used % len(genome)] % len(alternatives)
                 used += 1
             stack.extend(reversed(alternatives[choice]))
-        return "".join(out)
+        return "".join(out), used
 
     def genome_for(self, target: str, max_codons: int = 64) -> list[int] | None:
         """A genome that derives exactly ``target`` (white space ignored), found by a
@@ -177,10 +183,44 @@ def hot_sizes(top_sizes: Iterable[tuple[int, int]], limit: int = 8) -> list[int]
     return sorted(chosen)
 
 
+# libheapkit.so's single-thread path (the page_segregated mechanism's defaults), as the
+# grammar spells it: its class list and each policy at the value libheapkit.so ships, so
+# the HKS preset is a point of the searched space and its neighbours a mutation away.
+PAGE_SEGREGATED_DEFAULTS = {
+    "warm_superblocks": "64",
+    "purge_delay": "4096",
+    "resident_free": '{"min_bytes": 4194304, "max_bytes": 134217728, "in_use_percent": 150}',
+    "large_cache": '{"max_blocks": 8, "fit_slack": 4, "idle_operations": 1024}',
+}
+# The values the search tries for page_segregated's policies, libheapkit.so's among them:
+# fewer warm superblocks, shorter purge delays, smaller resident budgets and caches hold
+# less memory for some more work.
+PAGE_SEGREGATED_CHOICES = {
+    "warm_superblocks": ("0", "4", "16", "64"),
+    "purge_delay": ("64", "512", "4096", "32768"),
+    "resident_free": ('{"min_bytes": 0, "max_bytes": 4194304, "in_use_percent": 25}',
+                      '{"min_bytes": 1048576, "max_bytes": 16777216, "in_use_percent": 50}',
+                      PAGE_SEGREGATED_DEFAULTS["resident_free"]),
+    "large_cache": ('{"max_blocks": 0, "fit_slack": 1, "idle_operations": 1}',
+                    '{"max_blocks": 2, "fit_slack": 2, "idle_operations": 64}',
+                    PAGE_SEGREGATED_DEFAULTS["large_cache"],
+                    '{"max_blocks": 32, "fit_slack": 4, "idle_operations": 16384}'),
+}
+
+
+def _page_segregated(classes: Sequence[int], **values: str) -> str:
+    values = {**PAGE_SEGREGATED_DEFAULTS, **values}
+    return ('{"upto": null, "mechanism": "page_segregated", "class_sizes": ' + json.dumps(list(classes)) +
+            ", " + ", ".join(f'"{k}": {values[k]}' for k in PAGE_SEGREGATED_DEFAULTS) + "}")
+
+
 PRESET_ALTERNATIVES = {
     # the paper's general-purpose managers, so the search starts from them (seeded genomes)
     "KNG": '{"upto": null, "mechanism": "kingsley"}',
     "LEA": '{"upto": null, "mechanism": "lea"}',
+    # heapkit's own general-purpose designs: libheapkit-lea.so's heap, libheapkit.so's
+    "ALEA": '{"upto": null, "mechanism": "adaptive_lea"}',
+    "HKS": _page_segregated(DEFAULT_CLASSES),
     "FIB": '{"upto": null, "mechanism": "fibonacci_buddy", "min_block_bytes": 32, "area_bytes": 1048576, '
            '"coalesce": "immediate", "trim": true}',
     "S10": '{"upto": null, "mechanism": "segregated_lists", "classes": 10, "header": "boundary_tags", '
@@ -189,11 +229,14 @@ PRESET_ALTERNATIVES = {
 }
 
 
-def generate(top_sizes: Sequence[tuple[int, int]], max_size: int) -> Grammar:
+def generate(top_sizes: Sequence[tuple[int, int]], max_size: int,
+             class_lists: Sequence[Sequence[int]] = ()) -> Grammar:
     """The design space for a program whose most frequent sizes are ``top_sizes`` and whose
     largest request is ``max_size``: range bounds at its hot sizes and at powers of two up
     to its largest request, exact and strict classes at its hot sizes, and every mechanism,
-    list policy and chunk policy of the spec format."""
+    list policy and chunk policy of the spec format; and, as whole designs, libheapkit.so's
+    page-segregated heap with libheapkit.so's classes or any of ``class_lists`` (size
+    classes fitted to the trace, :mod:`heapkit.sizeclasses`) and its policies' values."""
     hot = hot_sizes(top_sizes)
     bounds = sorted({s for s in hot} | {1 << k for k in range(6, 21) if (1 << k) <= max(max_size, 64)})
     small_bounds = [b for b in bounds if b <= 1 << 20] or [64]
@@ -204,13 +247,26 @@ def generate(top_sizes: Sequence[tuple[int, int]], max_size: int) -> Grammar:
         rules[name] = [[t if t.startswith("<") else t.strip() for t in _TOKEN.findall(a.strip())] for a in alternatives]
 
     rule("<dmm>", "<general>", "<part> , <general>", "<part> , <part> , <general>",
-         "<part> , <part> , <part> , <general>")
+         "<part> , <part> , <part> , <general>", "<page-segregated>")
+    lists = [list(DEFAULT_CLASSES)]
+    for fitted in class_lists:
+        if list(fitted) not in lists:
+            lists.append(list(fitted))
+    rule("<page-segregated>", _page_segregated(["<ps-classes>"], **{k: f"<ps-{k.replace('_', '-')}>"
+                                                                     for k in PAGE_SEGREGATED_DEFAULTS})
+         .replace('["<ps-classes>"]', "<ps-classes>"))
+    rule("<ps-classes>", *[json.dumps(c) for c in lists])
+    for key, values in PAGE_SEGREGATED_CHOICES.items():
+        rule(f"<ps-{key.replace('_', '-')}>", *values)
     rule("<part>", '{"upto": <bound> , <part-mechanism> }')
     rule("<bound>", *[str(b) for b in small_bounds])
-    rule("<general>", '{"upto": null, <general-mechanism> }', *PRESET_ALTERNATIVES.values(),
+    # HKS is one of <page-segregated>'s derivations: a page_segregated heap serves every size.
+    rule("<general>", '{"upto": null, <general-mechanism> }',
+         *[text for name, text in PRESET_ALTERNATIVES.items() if name != "HKS"],
          '{"upto": null, "mechanism": "os"}')
     rule("<part-mechanism>", "<fits>", "<strict>", "<simple>", "<exact>", "<buddy>", '"mechanism": "kingsley"', "<region>")
-    rule("<general-mechanism>", "<fits>", '"mechanism": "kingsley"', '"mechanism": "lea"', "<buddy>", "<region>")
+    rule("<general-mechanism>", "<fits>", '"mechanism": "kingsley"', '"mechanism": "lea"', '"mechanism": "adaptive_lea"',
+         "<buddy>", "<region>")
     rule("<region>", '"mechanism": "region", "header": <header> , <chunk>')
     rule("<fits>", '"mechanism": "segregated_lists", "classes": <class-count> , <fit-policy>',
          f'"mechanism": "segregated_fit", "class_sizes": {classes} , <fit-policy>')
@@ -245,12 +301,41 @@ def generate(top_sizes: Sequence[tuple[int, int]], max_size: int) -> Grammar:
     return Grammar("<dmm>", rules)
 
 
+#: The policies of the page_segregated designs seeded with each fitted class list: a
+#: middle ground between libheapkit.so's (fast, memory-hungry) and the smallest budgets.
+FITTED_SEED_POLICIES = {
+    "warm_superblocks": "16",
+    "purge_delay": "512",
+    "resident_free": PAGE_SEGREGATED_CHOICES["resident_free"][1],
+    "large_cache": PAGE_SEGREGATED_CHOICES["large_cache"][1],
+}
+
+
+def fitted_alternatives(grammar: Grammar) -> dict[str, str]:
+    """For each class list a generated grammar offers besides libheapkit.so's (those fitted
+    to the trace), the page_segregated design with those classes and
+    FITTED_SEED_POLICIES, as the grammar derives it: designs to seed a search with."""
+    out = {}
+    for items in grammar.rules.get("<ps-classes>", [])[1:]:
+        classes = json.loads("".join(items))
+        out[f"PS{len(classes)}-{len(out) + 1}"] = _page_segregated(classes, **FITTED_SEED_POLICIES)
+    return out
+
+
+#: The numbers of classes whose fitted lists the grammar offers (capped by the trace's
+#: distinct sizes), each under every weighting of :mod:`heapkit.sizeclasses`.
+FITTED_CLASS_COUNTS = (8, 12, 16, 24, 32, 40, 48, 64)
+
+
 def generate_for_trace(trace: str | Path) -> Grammar:
+    from heapkit import sizeclasses
     from heapkit.stats import stats
 
     profile = stats(trace, top_sizes=24)
-    return generate(profile.top_sizes, profile.max_size)
+    histogram = sizeclasses.size_histogram(trace)
+    fitted = sizeclasses.fitted_lists(histogram, FITTED_CLASS_COUNTS) if histogram.counts.any() else []
+    return generate(profile.top_sizes, profile.max_size, [f.classes for f in fitted])
 
 
-__all__ = ["Grammar", "GrammarError", "PRESET_ALTERNATIVES", "design_from_text", "generate", "generate_for_trace",
+__all__ = ["FITTED_CLASS_COUNTS", "FITTED_SEED_POLICIES", "Grammar", "fitted_alternatives", "GrammarError", "PAGE_SEGREGATED_CHOICES", "PRESET_ALTERNATIVES", "design_from_text", "generate", "generate_for_trace",
            "hot_sizes"]

@@ -4,8 +4,11 @@ Genomes are lists of integer codons; the grammar (:mod:`heapkit.grammar`, genera
 the trace's size profile) maps each to a design. Selection is DEAP's NSGA-II over the
 chosen objectives (any of work, footprint, energy, all minimised), or, with ``weights``,
 the paper's single objective: a weighted sum of the objectives normalised to Kingsley's.
-The presets the grammar can express (KNG, LEA, FIB, S10) are seeded into the first
-population, and NSGA-II keeps the non-dominated designs, so the front never loses to them.
+The presets the grammar can express (KNG, LEA, FIB, S10, ALEA, HKS) are seeded into the
+first population, with page-segregated designs on the class lists fitted to the trace,
+and NSGA-II keeps the non-dominated designs, so the front never loses to them. Every
+offspring derives a design not evaluated before (:func:`make_new`), and a share of them
+are random immigrants.
 
 Evaluations are simulations (:func:`heapkit.simulate`) on threads, memoised by the
 design's normalised form in an on-disk cache that later runs reuse. A checkpoint after
@@ -37,7 +40,8 @@ import numpy as np
 
 from heapkit import simulator
 from heapkit.dmm import Spec
-from heapkit.grammar import PRESET_ALTERNATIVES, Grammar, GrammarError, design_from_text, generate_for_trace
+from heapkit.grammar import (PRESET_ALTERNATIVES, Grammar, GrammarError, design_from_text, fitted_alternatives,
+                             generate_for_trace)
 
 OBJECTIVES = ("work", "footprint", "energy")
 INFEASIBLE = 1e30
@@ -72,6 +76,8 @@ class SearchResult:
     cache_hits: int = 0
     seconds: float = 0.0
     interrupted: bool = False
+    individuals: int = 0  # genomes evaluated (the initial population and every offspring)
+    distinct: int = 0  # distinct designs among them (by normalised spec)
 
 
 # ---- evaluation with an on-disk cache -------------------------------------------------------
@@ -175,10 +181,15 @@ def _fitness_class(count: int):
     return type("Fitness", (base.Fitness,), {"weights": (-1.0,) * count})
 
 
-def seed_genomes(grammar: Grammar) -> dict[str, list[int]]:
-    """Genomes deriving the presets the grammar expresses as a whole design."""
+def seed_genomes(grammar: Grammar, fitted: bool = False) -> dict[str, list[int]]:
+    """Genomes deriving the presets the grammar expresses as a whole design; with
+    ``fitted``, then the page_segregated designs with each class list fitted to the trace
+    (:func:`heapkit.grammar.fitted_alternatives`)."""
     seeds = {}
-    for name, alternative in PRESET_ALTERNATIVES.items():
+    alternatives = dict(PRESET_ALTERNATIVES)
+    if fitted:
+        alternatives.update(fitted_alternatives(grammar))
+    for name, alternative in alternatives.items():
         genome = grammar.genome_for(alternative)
         if genome is not None:
             seeds[name] = genome
@@ -220,9 +231,14 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
            seed: int = 1, resume: bool = False, cache: str | Path | None = None, threads: int | None = None,
            energy: dict | None = None, genome_length: tuple[int, int] = (16, 48),
            progress: Progress | None = None, runner: Optional[Callable[[list[Spec]], list[dict]]] = None,
-           ) -> SearchResult:
+           diverse: bool = True, seed_fitted: bool = True, immigrants: float = 0.25) -> SearchResult:
     """Grammatical evolution of DMM designs for ``trace``; writes ``out_dir/checkpoint.pkl``
-    after each generation and returns the front (see the module's docstring)."""
+    after each generation and returns the front (see the module's docstring). With
+    ``diverse`` (the default), every genome of the first population and every offspring
+    derives a design the search has not evaluated yet (:func:`make_new`); with
+    ``seed_fitted`` (the default), the first population holds, after the presets, the
+    page-segregated designs with the class lists fitted to the trace (up to half of it);
+    ``immigrants``: the share of each generation's offspring replaced by random genomes."""
     import time
 
     objectives = tuple(objectives)
@@ -244,7 +260,9 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
     from heapkit.dmm import preset
 
     preset_designs = {}
-    names = ["KNG", "FIB", "S10", "EXA", "LEA"]
+    from heapkit.dmm import PRESETS
+
+    names = [n for n in ("KNG", "FIB", "S10", "EXA", "LEA", "HKS", "ALEA") if n in PRESETS]
     for name, metrics in zip(names, evaluator.evaluate([preset(n) for n in names])):
         preset_designs[name] = Design(preset(name), metrics)
     baseline = preset_designs["KNG"]
@@ -261,18 +279,14 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
         return (sum(w * v / max(baseline.objective(o), 1e-12) for w, v, o in zip(weights, values, objectives)),)
 
     archive: dict[str, Design] = {}
+    individuals_evaluated = 0
 
     def evaluate_population(individuals: list[_Individual]) -> None:
+        nonlocal individuals_evaluated
+        individuals_evaluated += len(individuals)
         specs, owners = [], []
         for individual in individuals:
-            text = grammar.derive(individual)
-            spec = None
-            if text is not None:
-                try:
-                    spec = design_from_text(text, name="ge")
-                except (GrammarError, ValueError, KeyError, TypeError):
-                    spec = None
-            individual.spec = spec
+            spec = individual.spec = _design_of(grammar, individual)
             if spec is not None:
                 specs.append(spec)
                 owners.append(individual)
@@ -289,7 +303,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
     if resume and checkpoint_path.exists():
         with open(checkpoint_path, "rb") as f:
             state = pickle.load(f)
-        if state["settings"] != _settings(objectives, weights, population, mutation, crossover, seed, grammar):
+        if state["settings"] != _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants):
             raise ValueError(f"{checkpoint_path} is of a search with other settings: start afresh without --resume")
         rng = random.Random()
         rng.setstate(state["rng"])
@@ -301,12 +315,23 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
         evaluate_population(pop)
         evaluator.evaluations += state["evaluations"]
         evaluator.cache_hits += state["cache_hits"]
+        individuals_evaluated = state.get("individuals", individuals_evaluated)
     else:
         rng = random.Random(seed)
+        # The presets, then (with seed_fitted) the page-segregated designs with the class
+        # lists fitted to the trace, at most half the population: the rest random.
         seeds = list(seed_genomes(grammar).values())
+        fitted = [g for name, g in seed_genomes(grammar, fitted=seed_fitted).items() if name not in PRESET_ALTERNATIVES]
+        room = max(0, population // 2 - len(seeds))
+        if fitted and room:  # spread over the lists, from the fewest classes to the most
+            seeds += [fitted[i * len(fitted) // min(room, len(fitted))] for i in range(min(room, len(fitted)))]
         pop = [_make(fitness_class, g) for g in seeds[:population]]
+        seen = {spec.key for spec in (_design_of(grammar, i) for i in pop) if spec is not None} | set(preset_names)
         while len(pop) < population:
-            pop.append(_make(fitness_class, [rng.randrange(256) for _ in range(rng.randint(*genome_length))]))
+            individual = _make(fitness_class, [rng.randrange(256) for _ in range(rng.randint(*genome_length))])
+            if diverse:
+                make_new(grammar, individual, seen, rng)
+            pop.append(individual)
         evaluate_population(pop)
         generation, history = 0, []
 
@@ -328,6 +353,18 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
                         tools.cxOnePoint(a, b)
                 for individual in offspring:
                     tools.mutUniformInt(individual, 0, 255, indpb=mutation)
+                # Random immigrants: a share of the offspring replaced by fresh random genomes.
+                for index in range(len(offspring)):
+                    if immigrants and rng.random() < immigrants:
+                        offspring[index] = _make(fitness_class, [rng.randrange(256)
+                                                                 for _ in range(rng.randint(*genome_length))])
+            if diverse:
+                # An offspring whose design the search has already evaluated (or another
+                # offspring of this generation derives) would cost an evaluation and teach
+                # nothing: mutated further until its design is new.
+                seen = set(archive) | set(preset_names)
+                for individual in offspring:
+                    make_new(grammar, individual, seen, rng)
             evaluate_population(offspring)
             pop = pop + offspring
             generation += 1
@@ -336,13 +373,15 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
             history.append({"generation": generation, "hypervolume": hypervolume(front, objectives, baseline),
                             "front": len(front), "best": {o: best.objective(o) for o in objectives},
                             "evaluations": evaluator.evaluations, "cache_hits": evaluator.cache_hits,
+                            "individuals": individuals_evaluated, "distinct": len(archive),
                             "seconds": time.monotonic() - started})
             with open(checkpoint_path.with_suffix(".tmp"), "wb") as f:
-                pickle.dump({"settings": _settings(objectives, weights, population, mutation, crossover, seed, grammar),
+                pickle.dump({"settings": _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants),
                              "rng": rng.getstate(), "generation": generation, "history": history,
                              "population": [list(i) for i in pop],
                              "archive": [(d.spec.normalized, d.spec.name, d.metrics, d.genome) for d in archive.values()],
-                             "evaluations": evaluator.evaluations, "cache_hits": evaluator.cache_hits}, f)
+                             "evaluations": evaluator.evaluations, "cache_hits": evaluator.cache_hits,
+                             "individuals": individuals_evaluated}, f)
             checkpoint_path.with_suffix(".tmp").replace(checkpoint_path)
             if progress is not None:
                 progress(history[-1])
@@ -353,7 +392,8 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
     if weights is not None:
         front = sorted(front, key=lambda d: scored(d))
     return SearchResult(front=front, presets=preset_designs, history=history, evaluations=evaluator.evaluations,
-                        cache_hits=evaluator.cache_hits, seconds=time.monotonic() - started, interrupted=interrupted)
+                        cache_hits=evaluator.cache_hits, seconds=time.monotonic() - started, interrupted=interrupted,
+                        individuals=individuals_evaluated, distinct=len(archive))
 
 
 def confirm(result: SearchResult, trace: str | Path, objectives: Sequence[str], *, cache: str | Path | None = None,
@@ -414,6 +454,39 @@ class _seeded:
         random.setstate(self.saved)
 
 
+def _design_of(grammar: Grammar, genome: Sequence[int]) -> Spec | None:
+    """The valid design a genome derives, or None."""
+    text = grammar.derive(genome)
+    if text is None:
+        return None
+    try:
+        return design_from_text(text, name="ge")
+    except (GrammarError, ValueError, KeyError, TypeError):
+        return None
+
+
+#: How many codons make_new changes, one at a time, before it gives up on a genome.
+MAX_FRESH_MUTATIONS = 64
+
+
+def make_new(grammar: Grammar, genome: list[int], seen: set[str], rng: random.Random) -> bool:
+    """Mutates ``genome`` in place, one random codon among those its derivation reads to a
+    random value at a time, until it derives a valid design whose key is not in ``seen``
+    (then adds it and returns True); after MAX_FRESH_MUTATIONS changes it leaves the genome
+    as it is and returns False. A random walk from the offspring, so the new design stays
+    near its parents."""
+    for _ in range(MAX_FRESH_MUTATIONS + 1):
+        spec = _design_of(grammar, genome)
+        if spec is not None and spec.key not in seen:
+            seen.add(spec.key)
+            return True
+        if not genome:
+            genome.append(0)
+        _text, used = grammar.derive_counting(genome)
+        genome[rng.randrange(max(1, min(used, len(genome))))] = rng.randrange(256)
+    return False
+
+
 def _make(fitness_class, genome: Sequence[int]) -> _Individual:
     individual = _Individual(genome)
     individual.fitness = fitness_class()
@@ -421,11 +494,13 @@ def _make(fitness_class, genome: Sequence[int]) -> _Individual:
     return individual
 
 
-def _settings(objectives, weights, population, mutation, crossover, seed, grammar) -> dict:
+def _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse=True,
+              seed_fitted=True, immigrants=0.0) -> dict:
     return {"objectives": list(objectives), "weights": list(weights) if weights else None, "population": population,
-            "mutation": mutation, "crossover": crossover, "seed": seed,
+            "mutation": mutation, "crossover": crossover, "seed": seed, "diverse": diverse, "seed_fitted": seed_fitted,
+            "immigrants": immigrants,
             "grammar": hashlib.sha256(grammar.to_text().encode()).hexdigest()}
 
 
 __all__ = ["Design", "EvaluationCache", "Evaluator", "OBJECTIVES", "SearchResult", "confirm", "default_cache_path",
-           "dominates", "hypervolume", "non_dominated", "search", "seed_genomes", "write_front"]
+           "dominates", "hypervolume", "make_new", "non_dominated", "search", "seed_genomes", "write_front"]

@@ -102,3 +102,20 @@ def stats(
     raw["top_sizes"] = [tuple(t) for t in raw["top_sizes"]]
     raw["live_over_time"] = [tuple(p) for p in raw["live_over_time"]]
     return TraceStats(**raw)
+
+
+def size_profile(path: str | PathLike) -> dict:
+    """The trace's request sizes below 64 KiB, ascending, with how many objects of each
+    were requested and how many were live when live bytes peaked, in one pass:
+    ``{"sizes", "counts", "live_at_peak"}`` (numpy arrays), ``max_live_bytes``,
+    ``max_live_bytes_event``, ``objects``. :mod:`heapkit.sizeclasses` fits size classes to it.
+    """
+    import numpy as np
+
+    builder = _core.StatsBuilder(str(path), 0, 2)
+    while builder.step(1 << 20):
+        pass
+    raw = builder.small_sizes()
+    for key in ("sizes", "counts", "live_at_peak"):
+        raw[key] = np.asarray(raw[key], dtype=np.int64)
+    return raw

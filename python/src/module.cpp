@@ -257,6 +257,26 @@ class PyStats {
     return d;
   }
 
+  // The small request sizes with their counts and live objects at the peak of live bytes
+  // (TraceStats::smallSizes), as three columns: python/heapkit/stats.py size_profile().
+  nb::dict smallSizes() {
+    TraceStats s = builder_.result();
+    std::vector<std::uint64_t> sizes, counts, live;
+    for (const TraceStats::SmallSize& z : s.smallSizes) {
+      sizes.push_back(z.size);
+      counts.push_back(z.count);
+      live.push_back(z.liveAtPeak);
+    }
+    nb::dict d;
+    d["sizes"] = sizes;
+    d["counts"] = counts;
+    d["live_at_peak"] = live;
+    d["max_live_bytes"] = s.maxLiveBytes;
+    d["max_live_bytes_event"] = s.maxLiveBytesEvent;
+    d["objects"] = s.objects;
+    return d;
+  }
+
  private:
   std::string path_;
   std::unique_ptr<MappedFile> file_;
@@ -563,7 +583,8 @@ NB_MODULE(_core, m) {
       .def("step", &PyStats::step)
       .def_prop_ro("offset", &PyStats::offset)
       .def_prop_ro("size", &PyStats::size)
-      .def("result", &PyStats::result);
+      .def("result", &PyStats::result)
+      .def("small_sizes", &PyStats::smallSizes);
 
   nb::exception<heapkit::sim::SpecError>(m, "SpecError", PyExc_ValueError);
   nb::exception<heapkit::sim::SimulationError>(m, "SimulationError", PyExc_RuntimeError);

@@ -13,7 +13,9 @@ std::size_t bucketOf(std::uint64_t value) { return static_cast<std::size_t>(std:
 }  // namespace
 
 StatsBuilder::StatsBuilder(const unsigned char* trace, std::size_t size, std::size_t topSizes, std::size_t livePoints)
-    : decoder_(trace, size), topSizes_(topSizes), livePoints_(std::max<std::size_t>(livePoints, 2)), sizeCounts_(kDirectSizes) {
+    : decoder_(trace, size), topSizes_(topSizes), livePoints_(std::max<std::size_t>(livePoints, 2)), sizeCounts_(kDirectSizes),
+      liveBySize_(kDirectSizes), liveBySizeAtPeak_(kDirectSizes), dirty_(kDirectSizes) {
+  static_assert(TraceStats::kSmallSizesBound == kDirectSizes);
   stats_.header = decoder_.header();
   stats_.traceBytes = size;
 }
@@ -45,6 +47,16 @@ void StatsBuilder::overflowed(std::uint64_t size) {
            " bytes takes the total allocated past 2^64 bytes";
 }
 
+void StatsBuilder::liveChanged(std::uint64_t size, bool born) {
+  if (size >= kDirectSizes) return;
+  if (born) ++liveBySize_[size];
+  else --liveBySize_[size];
+  if (!dirty_[size]) {
+    dirty_[size] = 1;
+    dirtySizes_.push_back(static_cast<std::uint32_t>(size));
+  }
+}
+
 bool StatsBuilder::step(std::uint64_t maxEvents) {
   if (!error_.empty()) return false;
   Event e;
@@ -59,6 +71,7 @@ bool StatsBuilder::step(std::uint64_t maxEvents) {
     ThreadStats& thread = s.threads[e.thread];
     auto end = [&](std::uint64_t id) {
       liveBytes_ -= sizeOf_[id];
+      liveChanged(sizeOf_[id], false);
       --liveObjects_;
       ++freedObjects_;
       std::uint64_t lifetime = s.events - bornAt_[id];
@@ -94,9 +107,15 @@ bool StatsBuilder::step(std::uint64_t maxEvents) {
       else ++largeSizeCounts_[e.size];
       liveBytes_ += e.size;
       ++liveObjects_;
+      liveChanged(e.size, true);
       if (liveBytes_ > s.maxLiveBytes) {
         s.maxLiveBytes = liveBytes_;
         s.maxLiveBytesEvent = s.events;
+        for (std::uint32_t size : dirtySizes_) {
+          liveBySizeAtPeak_[size] = liveBySize_[size];
+          dirty_[size] = 0;
+        }
+        dirtySizes_.clear();
       }
       s.maxLiveObjects = std::max(s.maxLiveObjects, liveObjects_);
     }
@@ -122,6 +141,8 @@ TraceStats StatsBuilder::result() {
     if (sizeCounts_[size] != 0) counts.push_back({sizeCounts_[size], size});
   for (auto [size, count] : largeSizeCounts_) counts.push_back({count, size});
   s.distinctSizes = counts.size();
+  for (std::uint64_t size = 0; size < kDirectSizes; ++size)
+    if (sizeCounts_[size] != 0) s.smallSizes.push_back({size, sizeCounts_[size], liveBySizeAtPeak_[size]});
   std::size_t top = std::min(topSizes_, counts.size());
   std::partial_sort(counts.begin(), counts.begin() + static_cast<std::ptrdiff_t>(top), counts.end(),
                     [](auto& a, auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });

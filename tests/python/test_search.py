@@ -64,7 +64,7 @@ def test_every_derivation_of_a_generated_grammar_is_a_valid_spec(churn_trace):
     assert finished > 2500
     assert {"kingsley", "lea", "segregated_lists", "segregated_fit", "strict_segregated_fit",
             "simple_segregated_storage", "exact_segregated_fit", "binary_buddy", "fibonacci_buddy",
-            "weighted_buddy", "double_buddy"} <= mechanisms
+            "weighted_buddy", "double_buddy", "page_segregated", "adaptive_lea"} <= mechanisms
 
 
 def test_the_grammar_follows_the_profile():
@@ -103,9 +103,61 @@ def test_mapping_hand_made_genomes():
 def test_presets_are_seeded_as_genomes(churn_trace):
     grammar = generate_for_trace(churn_trace)
     seeds = hs.seed_genomes(grammar)
-    assert set(seeds) == {"KNG", "LEA", "FIB", "S10"}
+    assert set(seeds) == {"KNG", "LEA", "FIB", "S10", "HKS", "ALEA"}
     for name, genome in seeds.items():
         assert design_from_text(grammar.derive(genome)).key == heapkit.preset(name).key
+
+
+def test_the_grammar_offers_size_classes_fitted_to_the_trace(churn_trace):
+    from heapkit.grammar import FITTED_CLASS_COUNTS
+    from heapkit.sizeclasses import DEFAULT_CLASSES, fitted_lists, size_histogram
+
+    grammar = generate_for_trace(churn_trace)
+    offered = [json.loads("".join(items)) for items in grammar.rules["<ps-classes>"]]
+    fitted = [list(f.classes) for f in fitted_lists(size_histogram(churn_trace), FITTED_CLASS_COUNTS)]
+    assert offered[0] == list(DEFAULT_CLASSES)
+    assert offered[1:] == [c for c in fitted if c != list(DEFAULT_CLASSES)] and len(offered) > 10
+    assert all(len(c) <= 64 for c in offered)
+    # A search seeds page-segregated designs with those lists (after the presets).
+    seeds = hs.seed_genomes(grammar, fitted=True)
+    seeded = [design_from_text(grammar.derive(g)).allocators for n, g in seeds.items() if n.startswith("PS")]
+    assert [a[0]["class_sizes"] for a in seeded] == offered[1:]
+    assert all(len(a) == 1 and a[0]["mechanism"] == "page_segregated" and a[0]["warm_superblocks"] == 16
+               for a in seeded)
+
+
+def test_make_new_walks_to_a_design_not_yet_seen(monkeypatch):
+    g = Grammar.parse(MINI)
+
+    class Derived:  # MINI derives plain text, not specs: the text is the design's key
+        def __init__(self, text):
+            self.key = text
+
+    monkeypatch.setattr(hs, "_design_of", lambda grammar, genome: Derived(grammar.derive(genome))
+                        if grammar.derive(genome) is not None else None)
+    rng = random.Random(1)
+    seen = {"x", "1y", "2y"}
+    genome = [1, 5, 5]  # derives "x", already seen
+    assert hs.make_new(g, genome, seen, rng)
+    assert g.derive(genome) not in {"x", "1y", "2y"} and g.derive(genome) in seen
+    everything = {"x"} | {a + b for a in "123" for b in "123y"}
+    stuck = [0, 0, 1]
+    assert not hs.make_new(g, stuck, set(everything), rng)  # nothing new to find: it gives up
+    assert g.derive(stuck) in everything
+
+
+def test_short_searches_keep_diversity(churn_trace, tmp_path):
+    """Tune's default budget (24 x 12): at least 80% of the genomes evaluated are distinct
+    designs; without the rule a search collapses onto a few (the offspring of a converged
+    population are mostly their parents)."""
+    settings = dict(objectives=("work", "footprint"), population=24, generations=12, seed=1, threads=2,
+                    cache=tmp_path / "cache.sqlite")
+    diverse = hs.search(churn_trace, tmp_path / "diverse", **settings)
+    assert diverse.individuals == 24 * 13
+    assert diverse.distinct >= 0.8 * diverse.individuals, (diverse.distinct, diverse.individuals)
+    assert diverse.history[-1]["distinct"] == diverse.distinct
+    plain = hs.search(churn_trace, tmp_path / "plain", diverse=False, **settings)
+    assert plain.distinct < 0.6 * plain.individuals, (plain.distinct, plain.individuals)
 
 
 # ---- the search -----------------------------------------------------------------------------

@@ -46,6 +46,14 @@ struct TraceStats {
   std::uint64_t durationNs = 0;
   std::array<std::uint64_t, kHistogramBuckets> sizeHistogram{};
   std::vector<std::pair<std::uint64_t, std::uint64_t>> topSizes;  // (size, count), most frequent first
+  // Every request size below kSmallSizesBound that occurs, ascending, with how many
+  // objects of it were requested and how many were live when live bytes peaked (at
+  // maxLiveBytesEvent): what size classes are fitted to (python/heapkit/sizeclasses.py).
+  struct SmallSize {
+    std::uint64_t size = 0, count = 0, liveAtPeak = 0;
+  };
+  static constexpr std::uint64_t kSmallSizesBound = 1 << 16;
+  std::vector<SmallSize> smallSizes;
   std::uint64_t distinctSizes = 0;
   // Lifetimes of freed objects, in operations between allocation and free and in ns.
   std::array<std::uint64_t, kHistogramBuckets> lifetimeEventsHistogram{};
@@ -76,6 +84,7 @@ class StatsBuilder {
  private:
   void sample(std::uint64_t time);
   void overflowed(std::uint64_t size);
+  void liveChanged(std::uint64_t size, bool born);
 
   TraceDecoder decoder_;
   std::string error_;  // the statistics' own: totals past 64 bits
@@ -87,6 +96,12 @@ class StatsBuilder {
   std::vector<std::uint64_t> bornNs_;    // per object id
   std::vector<std::uint32_t> ownerOf_;   // per object id: allocating thread
   std::vector<std::uint64_t> sizeCounts_;  // small sizes counted directly
+  // Live objects per small size now, and at the last peak of live bytes. The peak's copy
+  // is brought up to date only for the sizes changed since (dirtySizes_), so keeping it
+  // costs O(1) per operation however often the peak moves.
+  std::vector<std::uint64_t> liveBySize_, liveBySizeAtPeak_;
+  std::vector<std::uint8_t> dirty_;
+  std::vector<std::uint32_t> dirtySizes_;
   std::unordered_map<std::uint64_t, std::uint64_t> largeSizeCounts_;
   std::uint64_t liveBytes_ = 0, liveObjects_ = 0;
   std::uint64_t freedObjects_ = 0;
