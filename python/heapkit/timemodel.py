@@ -209,6 +209,30 @@ def measure(trace: str | Path, specs: Sequence[str | Path], runs: int, replay_pr
     return out
 
 
+def random_designs(trace: str | Path, count: int, seed: int = 1) -> list[Any]:
+    """``count`` distinct valid designs from the trace's grammar (random genomes, as the
+    search's first generation draws them)."""
+    import random
+
+    from heapkit.grammar import GrammarError, design_from_text, generate_for_trace
+
+    grammar = generate_for_trace(trace)
+    rng = random.Random(seed)
+    designs: dict[str, Any] = {}
+    for _ in range(count * 50):
+        if len(designs) >= count:
+            break
+        text = grammar.derive([rng.randrange(256) for _ in range(rng.randint(16, 48))])
+        if text is None:
+            continue
+        try:
+            spec = design_from_text(text, f"random-{len(designs)}")
+        except (GrammarError, ValueError):
+            continue
+        designs.setdefault(spec.key, spec)
+    return list(designs.values())
+
+
 def calibrate(traces: Sequence[str | Path], specs: Sequence[Any], runs: int = 3, replay_program: str | Path | None = None,
               machine: str = "", progress: Any = None, work_dir: str | Path | None = None
               ) -> tuple[TimeModel, list[dict[str, Any]]]:
@@ -243,4 +267,4 @@ def calibrate(traces: Sequence[str | Path], specs: Sequence[Any], runs: int = 3,
 
 
 __all__ = ["DEFAULT_PATH", "ENVIRONMENT", "FEATURES", "TimeModel", "calibrate", "features_of", "fit", "leave_one_group_out",
-           "load", "measure", "nonnegative_least_squares", "parse", "ranks", "spearman"]
+           "load", "measure", "nonnegative_least_squares", "parse", "random_designs", "ranks", "spearman"]
