@@ -82,12 +82,19 @@ def main() -> None:
     parser.add_argument("--traces", default=None, help="comma-separated subset (default: all)")
     parser.add_argument("--write-default", action="store_true", help="write the fitted model as the shipped default")
     parser.add_argument("--rows", type=Path, default=None, help="reuse (if present) or save the measurements here")
+    parser.add_argument("--resimulate", action="store_true",
+                        help="with --rows: keep the measured times, simulate the designs again (the features)")
+    parser.add_argument("--trace-dir", type=Path, default=None,
+                        help="where --resimulate finds NAME.hkt (or NAME-full.hkt) for rows without trace_path")
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="heapkit-bench-timemodel-"))
     rows: list[dict] = []
     if args.rows is not None and args.rows.exists():
         rows = json.loads(args.rows.read_text())
+        if args.resimulate:
+            resimulate(rows, args.trace_dir)
+            args.rows.write_text(json.dumps(rows, indent=1))
     else:
         traces = record_traces(args.workload, tmp, args.max_ops, args.traces.split(",") if args.traces else None)
         presets = [heapkit.preset(p) for p in heapkit.PRESETS]
@@ -105,7 +112,7 @@ def main() -> None:
             for (design, _, r), m in zip(kept, measured):
                 rows.append({"trace": name, "design": design.name, **tm.features_of(r), "ns": m["ns"],
                              "spread": m["spread"], "samples": m["samples"], "peak_footprint": r.peak_footprint,
-                             "spec": json.loads(design.to_json())})
+                             "spec": json.loads(design.to_json()), "trace_path": str(trace)})
         if args.rows is not None:
             args.rows.write_text(json.dumps(rows, indent=1))
 
@@ -131,6 +138,24 @@ def main() -> None:
     section = render(args, rows, per_trace, model)
     replace_section(args.doc, SECTION, section)
     print(section)
+
+
+def resimulate(rows: list[dict], trace_dir: Path | None) -> None:
+    """The features of every measured design again, from its stored spec (after the
+    simulator or the memory model changed; the measurements stay)."""
+    by_trace: dict[str, list[dict]] = {}
+    for r in rows:
+        path = r.get("trace_path")
+        if path is None:
+            cut, full = trace_dir / f"{r['trace']}.hkt", trace_dir / f"{r['trace']}-full.hkt"
+            path = str(cut if cut.exists() else full)
+            r["trace_path"] = path
+        by_trace.setdefault(path, []).append(r)
+    for path, mine in by_trace.items():
+        results = heapkit.simulate(path, [heapkit.parse_spec(json.dumps(r["spec"])) for r in mine],
+                                   max_steps_per_event=400)
+        for r, result in zip(mine, results):
+            r.update(tm.features_of(result), peak_footprint=result.peak_footprint)
 
 
 def _source_default() -> Path:

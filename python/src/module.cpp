@@ -514,6 +514,7 @@ class PySimulation {
     d["l2_misses"] = r.memory.l2Misses;
     d["tlb_misses"] = r.memory.tlbMisses;
     d["pages_touched"] = r.memory.pagesTouched;
+    d["releases"] = r.memory.releases;
     d["copied_bytes"] = r.program.copiedBytes;
     nb::list samples;
     for (auto [event, held] : r.footprintSamples) samples.append(nb::make_tuple(event, held));

@@ -86,6 +86,7 @@ TEST_F(CacheModelTest, PagesGivenBackFaultAgain) {
   // Pages 3..66 would be past the range: only 3..63 are released (61 pages), through
   // a whole word of the bitmap (pages 0..63) partly and bit by bit.
   model.pagesReleased(arena + 3 * 4096, 64 * 4096);
+  EXPECT_EQ(model.counts().releases, 1u);
   for (int page = 0; page < 64; ++page) model.access(arena + page * 4096);
   EXPECT_EQ(model.counts().pagesTouched, 64u + 61u);
   // Releasing part of a page's bytes releases the whole page, as madvise does.
@@ -162,6 +163,7 @@ TEST(SimulatorMemoryModel, CountsThePagesTheProgramTouchesAndTouchesAgainAfterRe
   ASSERT_TRUE(touched.cacheModelled);
   EXPECT_EQ(touched.memory.pagesTouched - untouched.memory.pagesTouched, 2u * 256);
   EXPECT_EQ(touched.memory.accesses - untouched.memory.accesses, 2u * 256);
+  EXPECT_EQ(touched.memory.releases, 2u);  // each free gave its extent back
   SimulationResult off = run(path, true, false);
   EXPECT_FALSE(off.cacheModelled);
   EXPECT_EQ(off.memory.accesses, 0u);

@@ -31,6 +31,7 @@ struct CacheModelCounts {
   std::uint64_t l2Misses = 0;      // ... and from the second
   std::uint64_t tlbMisses = 0;     // pages missing from the TLB (page walks)
   std::uint64_t pagesTouched = 0;  // pages first touched after they came from the OS (page faults)
+  std::uint64_t releases = 0;      // times pages were given back (each a system call, madvise)
 };
 
 struct CacheGeometry {
@@ -124,6 +125,7 @@ class CacheModel {
                        CacheGeometry::kPageBytes;
     if (from < firstPage_) from = firstPage_;
     if (to > firstPage_ + pages_) to = firstPage_ + pages_;
+    ++counts_.releases;
     for (std::uint64_t page = from; page < to;) {
       std::uint64_t index = page - firstPage_;
       if (index % 64 == 0 && page + 64 <= to) {
