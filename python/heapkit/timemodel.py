@@ -195,14 +195,21 @@ def replay_cpu_ns(trace: str | Path, spec: str | Path, replay_program: str | Pat
 def measure(trace: str | Path, specs: Sequence[str | Path], runs: int, replay_program: str | Path,
             touch: bool = True, progress: Any = None) -> list[dict[str, float]]:
     """Each design's replay time on the trace: the median of ``runs`` rounds, each round
-    replaying every design once in turn (interleaved, so the machine's drift falls on all
-    alike). Returns per design {"ns": median, "spread": (max - min) / median, "samples": [...]}."""
+    replaying every design once, in an order of its own (interleaved and shuffled, so that
+    the machine's drift, or a burst of load from elsewhere, falls on different designs in
+    each round). Returns per design {"ns": median, "spread": (max - min) / median,
+    "samples": [...]}."""
+    import random
+
     samples: list[list[float]] = [[] for _ in specs]
+    rng = random.Random(len(specs))
     for round_index in range(runs):
-        for i, spec in enumerate(specs):
-            samples[i].append(replay_cpu_ns(trace, spec, replay_program, touch))
+        order = list(range(len(specs)))
+        rng.shuffle(order)
+        for done, i in enumerate(order):
+            samples[i].append(replay_cpu_ns(trace, specs[i], replay_program, touch))
             if progress is not None:
-                progress(round_index * len(specs) + i + 1, runs * len(specs))
+                progress(round_index * len(specs) + done + 1, runs * len(specs))
     out = []
     for values in samples:
         median = statistics.median(values)
