@@ -80,6 +80,7 @@ class SimulationMetrics:
     cache_modelled: bool = False
     l1_misses: int = 0
     l2_misses: int = 0
+    l3_misses: int = 0
     tlb_misses: int = 0
     pages_touched: int = 0  # pages first touched: page faults in the real replay
     releases: int = 0  # pages given back to the OS: system calls (madvise) in the real replay
@@ -164,7 +165,7 @@ def _metrics(spec: Spec, trace: str, r: dict[str, Any], time_model: _timemodel.T
         dynamic_energy_nj=r["dynamic_energy_nj"], static_energy_nj=r["static_energy_nj"], seconds=r["seconds"],
         footprint_samples=[tuple(s) for s in r["footprint_samples"]], dmm_map=_dmm_map(spec, r["allocators"]),
         abandoned=r["abandoned"], cache_modelled=r["cache_modelled"], l1_misses=r["l1_misses"],
-        l2_misses=r["l2_misses"], tlb_misses=r["tlb_misses"], pages_touched=r["pages_touched"], releases=r["releases"],
+        l2_misses=r["l2_misses"], l3_misses=r["l3_misses"], tlb_misses=r["tlb_misses"], pages_touched=r["pages_touched"], releases=r["releases"],
         copied_bytes=r["copied_bytes"])
     metrics.predicted_ns = time_model.predict(_timemodel.features_of(metrics))
     return metrics

@@ -28,8 +28,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-FEATURES = ("events", "work", "accesses", "l1_misses", "l2_misses", "tlb_misses", "pages_touched", "releases",
-            "copied_bytes")
+FEATURES = ("events", "work", "accesses", "l1_misses", "l2_misses", "l3_misses", "tlb_misses", "pages_touched",
+            "releases", "copied_bytes")
 FORMAT = "heapkit-time-model/1"
 DEFAULT_PATH = Path(__file__).with_name("time_model.json")
 ENVIRONMENT = "HEAPKIT_TIME_MODEL"

@@ -512,6 +512,7 @@ class PySimulation {
     d["cache_modelled"] = r.cacheModelled;
     d["l1_misses"] = r.memory.l1Misses;
     d["l2_misses"] = r.memory.l2Misses;
+    d["l3_misses"] = r.memory.l3Misses;
     d["tlb_misses"] = r.memory.tlbMisses;
     d["pages_touched"] = r.memory.pagesTouched;
     d["releases"] = r.memory.releases;

@@ -44,8 +44,8 @@ class CacheModelTest : public ::testing::Test {
   // Tracked "arena" of 64 pages, aligned to a page; nothing is read or written there: the
   // model only follows addresses.
   alignas(4096) static inline char arena[64 * 4096];
-  // One set per level: L1 holds 8 lines, L2 16 lines, the TLB 16 pages.
-  CacheGeometry tiny{.l1Bytes = 8 * 64, .l2Bytes = 16 * 64, .tlbEntries = 16};
+  // One set per level: L1 holds 8 lines, L2 16 lines, L3 32 lines, the TLB 16 pages.
+  CacheGeometry tiny{.l1Bytes = 8 * 64, .l2Bytes = 16 * 64, .l3Bytes = 32 * 64, .tlbEntries = 16};
 };
 
 TEST_F(CacheModelTest, CountsMissesPerLevelTlbMissesAndFirstTouches) {
@@ -53,6 +53,7 @@ TEST_F(CacheModelTest, CountsMissesPerLevelTlbMissesAndFirstTouches) {
   model.access(arena);  // line 0, page 0: cold everywhere
   EXPECT_EQ(model.counts().l1Misses, 1u);
   EXPECT_EQ(model.counts().l2Misses, 1u);
+  EXPECT_EQ(model.counts().l3Misses, 1u);
   EXPECT_EQ(model.counts().tlbMisses, 1u);
   EXPECT_EQ(model.counts().pagesTouched, 1u);
   model.access(arena + 8);  // same line: hits everywhere
@@ -72,9 +73,11 @@ TEST_F(CacheModelTest, CountsMissesPerLevelTlbMissesAndFirstTouches) {
   EXPECT_EQ(model.counts().tlbMisses, 17u);
   EXPECT_EQ(model.counts().pagesTouched, 17u);
   EXPECT_EQ(model.counts().l2Misses, 25u);
-  model.access(arena);  // page 0 again: a TLB miss and an L2 miss, but no fault
+  EXPECT_EQ(model.counts().l3Misses, 25u);  // 25 distinct lines so far: L3 (32) holds them all
+  model.access(arena);  // page 0 again: a TLB miss and an L2 miss (an L3 hit), but no fault
   EXPECT_EQ(model.counts().tlbMisses, 18u);
   EXPECT_EQ(model.counts().l2Misses, 26u);
+  EXPECT_EQ(model.counts().l3Misses, 25u);
   EXPECT_EQ(model.counts().pagesTouched, 17u);
   EXPECT_EQ(model.counts().accesses, 1u + 1 + 8 + 1 + 16 + 1);
 }

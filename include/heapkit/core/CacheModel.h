@@ -5,7 +5,9 @@
 // program's own touches of the objects it gets, as the replayer makes them.
 //
 // The geometry defaults to one core of the machine the time model was calibrated on (an
-// AMD EPYC: L1d 32 KiB 8-way, L2 1 MiB 16-way, a second-level data TLB of 2048 entries);
+// AMD EPYC: L1d 32 KiB 8-way, L2 1 MiB 16-way, L3 32 MiB 16-way, a second-level data TLB
+// of 2048 entries); the L3 is looked up only on an L2 miss, so its 4 MiB of tags cost
+// little when the working set fits the L2;
 // the counts only have to rank designs as the hardware does, not to match its counters.
 //
 // A page is "touched" once it is first read or written after it came from the OS; pages
@@ -29,6 +31,7 @@ struct CacheModelCounts {
   std::uint64_t accesses = 0;      // words and touches the model saw
   std::uint64_t l1Misses = 0;      // lines missing from the first level
   std::uint64_t l2Misses = 0;      // ... and from the second
+  std::uint64_t l3Misses = 0;      // ... and from the third (memory accesses)
   std::uint64_t tlbMisses = 0;     // pages missing from the TLB (page walks)
   std::uint64_t pagesTouched = 0;  // pages first touched after they came from the OS (page faults)
   std::uint64_t releases = 0;      // times pages were given back (each a system call, madvise)
@@ -37,6 +40,7 @@ struct CacheModelCounts {
 struct CacheGeometry {
   std::size_t l1Bytes = 32 * 1024;          // 8-way
   std::size_t l2Bytes = 1024 * 1024;        // 16-way
+  std::size_t l3Bytes = 32 * 1024 * 1024;   // 16-way
   std::size_t tlbEntries = 2048;            // 16-way
   static constexpr std::size_t kLineBytes = 64;
   static constexpr std::size_t kPageBytes = 4096;
@@ -80,6 +84,7 @@ class CacheModel {
   CacheModel(const void* trackedBase, std::size_t trackedBytes, const CacheGeometry& geometry = {})
       : l1_(geometry.l1Bytes / CacheGeometry::kLineBytes),
         l2_(geometry.l2Bytes / CacheGeometry::kLineBytes),
+        l3_(geometry.l3Bytes / CacheGeometry::kLineBytes),
         tlb_(geometry.tlbEntries),
         firstPage_(reinterpret_cast<std::uintptr_t>(trackedBase) / CacheGeometry::kPageBytes),
         pages_(trackedBytes / CacheGeometry::kPageBytes) {
@@ -108,7 +113,10 @@ class CacheModel {
     std::uint64_t line = at / CacheGeometry::kLineBytes;
     if (!l1_.access(line)) [[unlikely]] {
       ++counts_.l1Misses;
-      if (!l2_.access(line)) ++counts_.l2Misses;
+      if (!l2_.access(line)) [[unlikely]] {
+        ++counts_.l2Misses;
+        if (!l3_.access(line)) ++counts_.l3Misses;
+      }
     }
   }
 
@@ -159,6 +167,7 @@ class CacheModel {
 
   SetAssociativeCache<8> l1_;
   SetAssociativeCache<16> l2_;
+  SetAssociativeCache<16> l3_;
   SetAssociativeCache<16> tlb_;
   std::uint64_t firstPage_;
   std::uint64_t pages_;
