@@ -1,24 +1,30 @@
-// heapkit-sim-speed TRACE SPEC [REPEATS [RESERVE_GIB]]: simulation speed of one design on one trace,
-// trace decoding included (the figure `make bench-sim` reports): the median and the best of
-// REPEATS runs, in wall-clock time and in the thread's CPU time (which other load on a
-// shared machine does not disturb).
+// heapkit-sim-speed TRACE SPEC [REPEATS [RESERVE_GIB]] [--no-cache-model]: simulation speed of one
+// design on one trace, trace decoding included (the figure `make bench-sim` reports): the
+// median and the best of REPEATS runs, in wall-clock time and in the thread's CPU time
+// (which other load on a shared machine does not disturb). The cache model is on, as in
+// `heapkit simulate`, unless --no-cache-model.
 #include <time.h>
 
 #include <cstdio>
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 #include <exception>
 
 #include "Simulate.h"
 
 int main(int argc, char** argv) {
+  heapkit::sim::SimulationOptions options;
+  if (argc > 1 && std::strcmp(argv[argc - 1], "--no-cache-model") == 0) {
+    options.cacheModel = false;
+    --argc;
+  }
   if (argc < 3) {
-    std::fprintf(stderr, "usage: heapkit-sim-speed TRACE SPEC [REPEATS [RESERVE_GIB]]\n");
+    std::fprintf(stderr, "usage: heapkit-sim-speed TRACE SPEC [REPEATS [RESERVE_GIB]] [--no-cache-model]\n");
     return 1;
   }
   int repeats = argc > 3 ? std::atoi(argv[3]) : 3;
-  heapkit::sim::SimulationOptions options;
   // valgrind gives a process less address space than the default reserve.
   if (argc > 4) options.reserveBytes = static_cast<std::size_t>(std::atoi(argv[4])) << 30;
   try {

@@ -21,12 +21,16 @@ from heapkit.record import RecordResult, RecordedTrace, record
 from heapkit.replay import ALLOCATORS, ReplayResult, ReplayRun, replay, resolve_allocator
 from heapkit.simulator import SimulationError, SimulationMetrics, normalized_to, simulate
 from heapkit.stats import ThreadProfile, TraceStats, stats
+from heapkit import timemodel
+from heapkit.timemodel import TimeModel
 from heapkit.trace import Header, events, read_header, trace_prefix
 
 __version__ = "0.1.0"
 
 __all__ = [
     "PRESETS",
+    "TimeModel",
+    "timemodel",
     "SimulationError",
     "SimulationMetrics",
     "Spec",

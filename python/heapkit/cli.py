@@ -313,10 +313,13 @@ def _specs_from(specs: tuple[str, ...], presets: tuple[str, ...]) -> list[heapki
               help="GiB of address space reserved for each design's simulated heap.")
 @click.option("-j", "--threads", type=click.IntRange(min=1), default=None, help="Designs simulated at once (default: cores).")
 @click.option("--map/--no-map", "show_map", default=True, show_default=True, help="Print each design's DMM map.")
+@click.option("--time-model", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="A time model (`heapkit calibrate` writes one; default: $HEAPKIT_TIME_MODEL, else the shipped one).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write an HTML report (profile, designs, footprint over time, DMM maps).")
 def simulate(trace: Path, specs: tuple[str, ...], presets: tuple[str, ...], json_path: Path | None,
-             energy: Path | None, reserve: int, threads: int | None, show_map: bool, report_path: Path | None) -> None:
+             energy: Path | None, reserve: int, threads: int | None, show_map: bool, time_model: Path | None,
+             report_path: Path | None) -> None:
     """Simulate DMM designs on TRACE: work, metadata accesses, footprint, fragmentation and
     energy of each, and the paper's comparison normalised to Kingsley (KNG, simulated too
     when not asked for)."""
@@ -325,21 +328,29 @@ def simulate(trace: Path, specs: tuple[str, ...], presets: tuple[str, ...], json
     if baseline_added:
         designs.append(heapkit.preset("KNG"))
     model = load_energy_model(energy)
+    try:
+        times = heapkit.timemodel.load(time_model)
+    except ValueError as error:
+        _fail(str(error))
     size = trace.stat().st_size or 1
     with Progress("[progress.description]{task.description}", BarColumn(), TimeRemainingColumn(), console=console,
                   transient=True, disable=not console.is_terminal) as bar:
         tasks = [bar.add_task(escape(f"simulating {d.name}"), total=size) for d in designs]
         results = heapkit.simulate(trace, designs, energy=model, reserve_bytes=reserve << 30, threads=threads,
+                                   time_model=times,
                                    progress=lambda i, done, total: bar.update(tasks[i], completed=done, total=total))
     if json_path is not None:
-        json_path.write_text(json.dumps({"trace": str(trace), "energy_model": model,
+        json_path.write_text(json.dumps({"trace": str(trace), "energy_model": model, "time_model": times.to_dict(),
                                          "results": [r.to_dict() for r in results]}, indent=1))
     first = results[0]
     table = Table(title=escape(f"{trace}: {first.events:,} operations, peak live {_bytes(first.max_live_bytes)}"))
-    for column in ("design", "work", "accesses", "footprint", "frag. int/ext", "energy", "failed", "sim events/s"):
+    for column in ("design", "predicted time", "work", "accesses", "L1/L2/TLB misses", "page faults", "footprint",
+                   "frag. int/ext", "energy", "failed", "sim events/s"):
         table.add_column(column, justify="right")
     for r in results:
-        table.add_row(escape(r.name), f"{r.work:,}", f"{r.accesses:,}", _bytes(r.peak_footprint),
+        table.add_row(escape(r.name), _ns(r.predicted_ns), f"{r.work:,}", f"{r.accesses:,}",
+                      f"{r.l1_misses:,} / {r.l2_misses:,} / {r.tlb_misses:,}", f"{r.pages_touched:,}",
+                      _bytes(r.peak_footprint),
                       f"{r.internal_fragmentation:.0%} / {r.external_fragmentation:.0%}", f"{r.energy_nj / 1e6:,.3f} mJ",
                       str(r.failed), f"{r.events_per_second / 1e6:.1f} M")
     out.print(table)
@@ -371,6 +382,41 @@ def simulate(trace: Path, specs: tuple[str, ...], presets: tuple[str, ...], json
                             u.structure, u.fit, u.order, f"{u.requests:,}", _bytes(u.requested_bytes),
                             _bytes(u.peak_bytes_held))
             out.print(dmm)
+
+
+@main.command()
+@click.argument("traces", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The time model to write (point HEAPKIT_TIME_MODEL or --time-model at it).")
+@click.option("--designs", type=click.IntRange(min=0), default=40, show_default=True,
+              help="Random valid designs per trace (from its grammar), besides the presets.")
+@click.option("-n", "--runs", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Interleaved replays per design; the median counts.")
+@click.option("--seed", type=int, default=1, show_default=True)
+def calibrate(traces: tuple[Path, ...], output: Path, designs: int, runs: int, seed: int) -> None:
+    """Fit the time model to this machine: simulate the presets and random designs on each
+    TRACE, replay each for real (heapkit-replay --spec, CPU time, the median of interleaved
+    runs), and fit predicted_ns's coefficients (docs/simulator.md, "Time model")."""
+    specs = [heapkit.preset(p) for p in heapkit.PRESETS]
+    for trace in traces:
+        specs += heapkit.timemodel.random_designs(trace, designs, seed)
+    with Progress("[progress.description]{task.description}", BarColumn(), TimeRemainingColumn(), console=console,
+                  transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task("replaying", total=None)
+        model, rows = heapkit.timemodel.calibrate([str(t) for t in traces], specs, runs=runs,
+                                                  progress=lambda done, total: bar.update(task, completed=done,
+                                                                                          total=total))
+    model.save(output)
+    table = Table(title=escape(f"time model: {output}"))
+    for column in ("trace", "designs", "Spearman, predicted vs measured", "Spearman, work vs measured"):
+        table.add_column(column, justify="right")
+    for trace in traces:
+        mine = [r for r in rows if r["trace"] == str(trace)]
+        table.add_row(escape(trace.name), str(len(mine)),
+                      f"{heapkit.timemodel.spearman([model.predict(r) for r in mine], [r['ns'] for r in mine]):.3f}",
+                      f"{heapkit.timemodel.spearman([r['work'] for r in mine], [r['ns'] for r in mine]):.3f}")
+    out.print(table)
+    out.print(", ".join(f"{f} {c:.4g} ns" for f, c in model.coefficients.items()))
 
 
 @main.command()
@@ -464,8 +510,9 @@ def _design_table(title: str, designs, objectives, references: dict[str, dict[st
               show_default=True, help="Directory for the front, its specs, the checkpoint.")
 @click.option("--grammar", "grammar_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="A grammar file (default: generated from the trace, as `heapkit grammar` writes it).")
-@click.option("--objectives", default="work,footprint,energy", show_default=True,
-              help="Any of work, footprint, energy, comma-separated: a Pareto front by NSGA-II.")
+@click.option("--objectives", default="time,footprint,energy", show_default=True,
+              help="Any of time (the time model's predicted replay time), work, footprint, energy, comma-separated: "
+                   "a Pareto front by NSGA-II.")
 @click.option("--weights", default=None, help="Comma-separated weights, one per objective: the paper's single "
                                               "objective (a weighted sum of the objectives over Kingsley's).")
 @click.option("--population", type=click.IntRange(min=4), default=60, show_default=True)
@@ -485,6 +532,8 @@ def _design_table(title: str, designs, objectives, references: dict[str, dict[st
 @click.option("--energy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="A JSON file overriding the energy model's parameters.")
 @click.option("--no-glibc", is_flag=True, help="Do not replay the trace on glibc for the footprint reference.")
+@click.option("--time-model", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="A time model (`heapkit calibrate` writes one; default: $HEAPKIT_TIME_MODEL, else the shipped one).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write an HTML report (profile, the front, convergence, DMM maps).")
 def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: str, weights: str | None, population: int,
@@ -638,7 +687,8 @@ def _race_table(title: str, race, recommended: str | None) -> Table:
 @click.option("--merge", is_flag=True, help="Tune on every process of that program, one after the other.")
 @click.option("--population", type=click.IntRange(min=4), default=24, show_default=True)
 @click.option("--generations", type=click.IntRange(min=1), default=12, show_default=True)
-@click.option("--objectives", default="work,footprint,energy", show_default=True)
+@click.option("--objectives", default="time,footprint,energy", show_default=True,
+              help="Any of time (predicted replay time), work, footprint, energy.")
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--sample", type=click.IntRange(min=0), default=None,
               help="Search on the trace's first N operations, then confirm the front on the whole trace; 0: search "
@@ -731,6 +781,8 @@ def report(directory: Path, prefer: str) -> None:
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("designs", nargs=-1, required=True)
 @click.option("-n", "--runs", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--time-model", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="A time model (`heapkit calibrate` writes one; default: $HEAPKIT_TIME_MODEL, else the shipped one).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the comparison as an HTML report.")
 def compare(trace: Path, designs: tuple[str, ...], runs: int, report_path: Path | None) -> None:

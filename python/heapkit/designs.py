@@ -47,6 +47,11 @@ class FrontDesign:
         return float(self.metrics["work"])
 
     @property
+    def time(self) -> float:
+        """Predicted replay time in ns (the time model's; work where an old front has none)."""
+        return float(self.metrics.get("predicted_ns", self.metrics["work"]))
+
+    @property
     def footprint(self) -> float:
         return float(self.metrics["peak_footprint"])
 
@@ -91,7 +96,7 @@ class Front:
                    data.get("interrupted", False))
 
 
-def find_designs(trace: str | Path, out_dir: str | Path, *, objectives: Sequence[str] = hs.OBJECTIVES,
+def find_designs(trace: str | Path, out_dir: str | Path, *, objectives: Sequence[str] = hs.DEFAULT_OBJECTIVES,
                  sample: Optional[int] = None, glibc_reference: bool = True,
                  progress: Optional[Callable[[dict], None]] = None, **search_settings) -> tuple[Front, hs.SearchResult]:
     """Searches ``trace`` (on its first ``sample`` operations, then confirming the front on

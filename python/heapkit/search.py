@@ -38,12 +38,15 @@ from deap import base, tools
 import moocore
 import numpy as np
 
-from heapkit import simulator
+from heapkit import simulator, timemodel
 from heapkit.dmm import Spec
 from heapkit.grammar import (PRESET_ALTERNATIVES, Grammar, GrammarError, design_from_text, fitted_alternatives,
                              generate_for_trace)
 
-OBJECTIVES = ("work", "footprint", "energy")
+# time: the time model's predicted replay time (heapkit.timemodel, predicted_ns); work: the
+# list steps alone, which miss cache misses and page faults (docs/search.md).
+OBJECTIVES = ("time", "work", "footprint", "energy")
+DEFAULT_OBJECTIVES = ("time", "footprint", "energy")
 INFEASIBLE = 1e30
 # Designs needing more steps per operation than this (a long list walked on every free)
 # are abandoned: nothing a search would pick, and they could take hours on a large trace.
@@ -59,6 +62,8 @@ class Design:
     def objective(self, name: str) -> float:
         if self.metrics.get("failed", 0) > 0 or self.metrics.get("abandoned"):
             return INFEASIBLE
+        if name == "time":
+            return float(self.metrics["predicted_ns"])
         return float({"work": self.metrics["work"], "footprint": self.metrics["peak_footprint"],
                       "energy": self.metrics["energy_nj"]}[name])
 
@@ -130,7 +135,10 @@ class Evaluator:
         self.energy = dict(simulator.DEFAULT_ENERGY, **(energy or {}))
         self.threads = threads or os.cpu_count() or 1
         self.reserve_bytes = reserve_bytes
-        self.prefix = trace_digest(trace) + ":" + hashlib.sha256(json.dumps(self.energy, sort_keys=True).encode()).hexdigest()[:8]
+        # The cached figures depend on the energy and the time model (predicted_ns).
+        self.time_model = timemodel.load()
+        models = json.dumps([self.energy, self.time_model.to_dict()["coefficients_ns"]], sort_keys=True)
+        self.prefix = trace_digest(trace) + ":" + hashlib.sha256(models.encode()).hexdigest()[:8]
         self.evaluations = 0
         self.cache_hits = 0
         # How designs are simulated: locally on threads, or (heapkit.cluster) on a Ray cluster.
@@ -138,7 +146,8 @@ class Evaluator:
 
     def _simulate_locally(self, specs: list[Spec]) -> list[dict]:
         results = simulator.simulate(self.trace, specs, energy=self.energy, reserve_bytes=self.reserve_bytes,
-                                     threads=self.threads, max_steps_per_event=MAX_STEPS_PER_EVENT)
+                                     threads=self.threads, max_steps_per_event=MAX_STEPS_PER_EVENT,
+                                     time_model=self.time_model)
         return [metrics_record(r) for r in results]
 
     def evaluate(self, specs: Sequence[Spec]) -> list[dict]:
@@ -226,7 +235,7 @@ Progress = Callable[[dict], None]
 
 
 def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = None,
-           objectives: Sequence[str] = OBJECTIVES, weights: Sequence[float] | None = None,
+           objectives: Sequence[str] = DEFAULT_OBJECTIVES, weights: Sequence[float] | None = None,
            population: int = 60, generations: int = 100, mutation: float = 0.02, crossover: float = 0.8,
            seed: int = 1, resume: bool = False, cache: str | Path | None = None, threads: int | None = None,
            energy: dict | None = None, genome_length: tuple[int, int] = (16, 48),
@@ -502,5 +511,6 @@ def _settings(objectives, weights, population, mutation, crossover, seed, gramma
             "grammar": hashlib.sha256(grammar.to_text().encode()).hexdigest()}
 
 
-__all__ = ["Design", "EvaluationCache", "Evaluator", "OBJECTIVES", "SearchResult", "confirm", "default_cache_path",
-           "dominates", "hypervolume", "make_new", "non_dominated", "search", "seed_genomes", "write_front"]
+__all__ = ["DEFAULT_OBJECTIVES", "Design", "EvaluationCache", "Evaluator", "OBJECTIVES", "SearchResult", "confirm",
+           "default_cache_path", "dominates", "hypervolume", "make_new", "non_dominated", "search", "seed_genomes",
+           "write_front"]

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from heapkit import _core
+from heapkit import timemodel as _timemodel
 from heapkit._core import SimulationError
 from heapkit.dmm import Spec, SpecLike, as_spec
 
@@ -77,6 +78,18 @@ class SimulationMetrics:
     # High-water mark of bytes held (address space taken from the OS, purged pages
     # included): above peak_footprint only for designs that purge (page_segregated).
     peak_bytes_held: int = 0
+    # The memory model (docs/simulator.md): the allocator's metadata accesses and the
+    # program's touches of its objects through the caches, the TLB and first-touched pages.
+    cache_modelled: bool = False
+    l1_misses: int = 0
+    l2_misses: int = 0
+    l3_misses: int = 0
+    tlb_misses: int = 0
+    pages_touched: int = 0  # pages first touched: page faults in the real replay
+    releases: int = 0  # pages given back to the OS: system calls (madvise) in the real replay
+    copied_bytes: int = 0  # bytes moving reallocs copied
+    # The time model's prediction of the design's replay time (heapkit.timemodel).
+    predicted_ns: float = 0.0
 
     @property
     def accesses(self) -> int:
@@ -145,8 +158,8 @@ def _dmm_map(spec: Spec, allocators: list[dict[str, int]]) -> list[AllocatorUse]
     return rows
 
 
-def _metrics(spec: Spec, trace: str, r: dict[str, Any]) -> SimulationMetrics:
-    return SimulationMetrics(
+def _metrics(spec: Spec, trace: str, r: dict[str, Any], time_model: _timemodel.TimeModel) -> SimulationMetrics:
+    metrics = SimulationMetrics(
         name=spec.name, spec=spec, trace=trace, events=r["events"], mallocs=r["mallocs"], frees=r["frees"],
         reallocs=r["reallocs"], aligned=r["aligned"], failed=r["failed"], work=r["steps"], reads=r["reads"],
         writes=r["writes"], splits=r["splits"], coalesces=r["coalesces"], peak_footprint=r["peak_footprint"],
@@ -154,7 +167,11 @@ def _metrics(spec: Spec, trace: str, r: dict[str, Any]) -> SimulationMetrics:
         live_bytes_at_peak=r["live_bytes_at_peak"], usable_bytes_at_peak=r["usable_bytes_at_peak"],
         dynamic_energy_nj=r["dynamic_energy_nj"], static_energy_nj=r["static_energy_nj"], seconds=r["seconds"],
         footprint_samples=[tuple(s) for s in r["footprint_samples"]], dmm_map=_dmm_map(spec, r["allocators"]),
-        abandoned=r["abandoned"], peak_bytes_held=r["peak_bytes_held"])
+        abandoned=r["abandoned"], peak_bytes_held=r["peak_bytes_held"], cache_modelled=r["cache_modelled"], l1_misses=r["l1_misses"],
+        l2_misses=r["l2_misses"], l3_misses=r["l3_misses"], tlb_misses=r["tlb_misses"], pages_touched=r["pages_touched"], releases=r["releases"],
+        copied_bytes=r["copied_bytes"])
+    metrics.predicted_ns = time_model.predict(_timemodel.features_of(metrics))
+    return metrics
 
 
 # progress(spec_index, bytes_done, bytes_total)
@@ -163,15 +180,21 @@ Progress = Callable[[int, int, int], None]
 
 def simulate(trace: str | Path, specs: SpecLike | Iterable[SpecLike], *, energy: dict[str, float] | None = None,
              reserve_bytes: int = DEFAULT_RESERVE_BYTES, samples: int = 512, threads: int | None = None,
-             progress: Progress | None = None, max_steps_per_event: int = 0) -> list[SimulationMetrics]:
+             progress: Progress | None = None, max_steps_per_event: int = 0, cache_model: bool = True,
+             touch: bool = True, time_model: _timemodel.TimeModel | str | Path | None = None) -> list[SimulationMetrics]:
     """Simulates each design on the trace; one SimulationMetrics per design, in order.
 
     Designs run on up to ``threads`` threads (default: the machine's cores). Raises
     SpecError for a spec that does not validate (before anything runs) and
     SimulationError for a corrupt trace or a footprint beyond ``reserve_bytes``. With
     ``max_steps_per_event``, a design needing more steps per operation than that is
-    stopped early and marked ``abandoned``.
+    stopped early and marked ``abandoned``. ``cache_model`` follows the accesses through
+    the memory model (the time model's features; off: faster, and those figures are 0);
+    ``touch`` has the program write one byte per page of each object, as heapkit-replay
+    does. ``predicted_ns`` comes from ``time_model`` (a TimeModel or a file; default
+    heapkit.timemodel.load(): $HEAPKIT_TIME_MODEL or the shipped one).
     """
+    model_of_time = time_model if isinstance(time_model, _timemodel.TimeModel) else _timemodel.load(time_model)
     if isinstance(specs, (Spec, str, Path, dict)):
         specs = [specs]
     designs = [as_spec(s) for s in specs]
@@ -184,13 +207,13 @@ def simulate(trace: str | Path, specs: SpecLike | Iterable[SpecLike], *, energy:
 
     def run(index: int) -> SimulationMetrics:
         simulation = _core.Simulation(designs[index].normalized, trace, reserve_bytes, samples, model,
-                                      max_steps_per_event)
+                                      max_steps_per_event, cache_model, touch)
         while simulation.step(1 << 20):
             if progress is not None:
                 progress(index, simulation.offset, simulation.size)
         if progress is not None:
             progress(index, simulation.size, simulation.size)
-        return _metrics(designs[index], trace, simulation.result())
+        return _metrics(designs[index], trace, simulation.result(), model_of_time)
 
     workers = max(1, min(threads or os.cpu_count() or 1, len(designs)))
     if workers == 1:

@@ -71,7 +71,7 @@ class TuneError(RuntimeError):
 class TuneSettings:
     population: int = 24
     generations: int = 12
-    objectives: tuple[str, ...] = ("work", "footprint", "energy")
+    objectives: tuple[str, ...] = ("time", "footprint", "energy")
     seed: int = 1
     designs: int = 4  # designs of the front to build
     finalists: int = 3  # designs raced on the program itself
@@ -177,24 +177,26 @@ def _save(path: Path, data) -> None:
 
 
 def pick_candidates(front: Front, count: int) -> list[FrontDesign]:
-    """Up to ``count`` designs of the simulated front: the best balance of work and
-    footprint (each over Kingsley's), the least footprint, the least work, then designs
-    evenly spread along the front by footprint."""
+    """Up to ``count`` designs of the simulated front: the best balance of predicted time and
+    footprint (each over Kingsley's), the least footprint, the least predicted time, then
+    designs evenly spread along the front by footprint."""
     designs = list(front.designs)
     if not designs or count < 1:
         return []
     kng = front.references.get("KNG", {})
-    base_work, base_footprint = kng.get("work") or 1.0, kng.get("footprint") or 1.0
+    kng_metrics = front.presets["KNG"].metrics if "KNG" in front.presets else {}
+    base_time = kng_metrics.get("predicted_ns") or kng.get("time") or 1.0
+    base_footprint = kng.get("footprint") or kng_metrics.get("peak_footprint") or 1.0
     chosen: list[FrontDesign] = []
 
     def add(d: FrontDesign) -> None:
         if d.key not in {c.key for c in chosen} and len(chosen) < count:
             chosen.append(d)
 
-    add(min(designs, key=lambda d: d.work / base_work + d.footprint / base_footprint))
-    add(min(designs, key=lambda d: (d.footprint, d.work)))
-    add(min(designs, key=lambda d: (d.work, d.footprint)))
-    by_footprint = sorted(designs, key=lambda d: (d.footprint, d.work))
+    add(min(designs, key=lambda d: d.time / base_time + d.footprint / base_footprint))
+    add(min(designs, key=lambda d: (d.footprint, d.time)))
+    add(min(designs, key=lambda d: (d.time, d.footprint)))
+    by_footprint = sorted(designs, key=lambda d: (d.footprint, d.time))
     while len(chosen) < min(count, len(designs)):
         remaining = [d for d in by_footprint if d.key not in {c.key for c in chosen}]
         # the design farthest (in rank along the front) from every chosen one

@@ -487,8 +487,10 @@ heapkit::sim::EnergyModel energyFrom(const nb::dict& energy) {
 class PySimulation {
  public:
   PySimulation(const std::string& specText, const std::string& trace, std::size_t reserveBytes, std::size_t maxSamples,
-               const nb::dict& energy, std::uint64_t maxStepsPerEvent) {
+               const nb::dict& energy, std::uint64_t maxStepsPerEvent, bool cacheModel, bool touchObjects) {
     heapkit::sim::SimulationOptions options;
+    options.cacheModel = cacheModel;
+    options.touchObjects = touchObjects;
     options.reserveBytes = reserveBytes;
     options.maxSamples = maxSamples;
     options.maxStepsPerEvent = maxStepsPerEvent;
@@ -528,6 +530,14 @@ class PySimulation {
     d["static_energy_nj"] = r.staticEnergyNanojoules;
     d["seconds"] = r.seconds;
     d["abandoned"] = r.abandoned;
+    d["cache_modelled"] = r.cacheModelled;
+    d["l1_misses"] = r.memory.l1Misses;
+    d["l2_misses"] = r.memory.l2Misses;
+    d["l3_misses"] = r.memory.l3Misses;
+    d["tlb_misses"] = r.memory.tlbMisses;
+    d["pages_touched"] = r.memory.pagesTouched;
+    d["releases"] = r.memory.releases;
+    d["copied_bytes"] = r.program.copiedBytes;
     nb::list samples;
     for (auto [event, held] : r.footprintSamples) samples.append(nb::make_tuple(event, held));
     d["footprint_samples"] = samples;
@@ -598,9 +608,10 @@ NB_MODULE(_core, m) {
       },
       nb::arg("spec"), nb::arg("namespace"), nb::arg("source"));
   nb::class_<PySimulation>(m, "Simulation")
-      .def(nb::init<const std::string&, const std::string&, std::size_t, std::size_t, const nb::dict&, std::uint64_t>(),
+      .def(nb::init<const std::string&, const std::string&, std::size_t, std::size_t, const nb::dict&, std::uint64_t,
+                    bool, bool>(),
            nb::arg("spec"), nb::arg("trace"), nb::arg("reserve_bytes"), nb::arg("max_samples"), nb::arg("energy"),
-           nb::arg("max_steps_per_event") = 0)
+           nb::arg("max_steps_per_event") = 0, nb::arg("cache_model") = true, nb::arg("touch_objects") = true)
       .def("step", &PySimulation::step, nb::arg("max_events"))
       .def_prop_ro("offset", &PySimulation::offset)
       .def_prop_ro("size", &PySimulation::size)

@@ -28,10 +28,23 @@ struct Simulation::State {
         file(path),
         decoder(file.data(), file.size(), /*checkLiveness=*/false),
         heap(spec.dmm, opts.reserveBytes),
-        tracePath(path) {
+        tracePath(path),
+        cacheModel(makeCacheModel(heap, opts)),
+        loop(heap, options.maxSamples, ProgramTouches(cacheModel.get(), opts.touchObjects, &programCounts)) {
     if (decoder.failed()) throw SimulationError(path + ": " + decoder.error());
     if (heap.arena().reservedBytes() == 0)
       throw SimulationError("cannot reserve " + std::to_string(opts.reserveBytes >> 20) + " MiB of address space to simulate in");
+    heap.workCounts().cacheModel = cacheModel.get();
+  }
+
+  // The heap outlives the model (it was made first): its teardown must not report to it.
+  ~State() { heap.workCounts().cacheModel = nullptr; }
+
+  static std::unique_ptr<CacheModel> makeCacheModel(Heap& heap, const SimulationOptions& opts) {
+    if (!opts.cacheModel) return nullptr;
+    auto model = std::make_unique<CacheModel>(heap.arena().base(), heap.arena().reservedBytes(), opts.cacheGeometry);
+    if (model->failed()) throw SimulationError("cannot map the cache model's page bitmap");
+    return model;
   }
 
   SimulationOptions options;
@@ -41,7 +54,9 @@ struct Simulation::State {
   trace::TraceDecoder decoder;
   Heap heap;
   std::string tracePath;
-  SimulationLoop<Heap> loop{heap, options.maxSamples};
+  ProgramTouchCounts programCounts;
+  std::unique_ptr<CacheModel> cacheModel;
+  SimulationLoop<Heap, ProgramTouches> loop;
   double seconds = 0;
   bool done = false;
   bool abandoned = false;
@@ -119,6 +134,12 @@ SimulationResult Simulation::result() const {
   r.abandoned = s.abandoned;
   auto& heap = const_cast<State::Heap&>(s.heap);
   r.counts = heap.workCounts();
+  r.counts.cacheModel = nullptr;  // the model is the simulation's, which the result outlives
+  if (s.cacheModel != nullptr) {
+    r.cacheModelled = true;
+    r.memory = s.cacheModel->counts();
+    r.program = s.programCounts;
+  }
   r.endFootprintBytes = footprintOf(heap);
   r.peakBytesHeld = heap.peakBytesHeld();
   r.seconds = s.seconds;

@@ -10,8 +10,10 @@
 #include <utility>
 #include <vector>
 
+#include "ProgramTouches.h"
 #include "Spec.h"
 #include "TraceApplier.h"
+#include "heapkit/core/CacheModel.h"
 #include "heapkit/core/Counting.h"
 
 namespace heapkit::sim {
@@ -38,6 +40,14 @@ struct SimulationOptions {
   // scores it as infeasible. 0: no limit.
   std::uint64_t maxStepsPerEvent = 0;
   EnergyModel energy;
+  // Follow the allocator's metadata accesses and the program's touches through a model of
+  // the caches, the TLB and the pages first touched (docs/simulator.md, "Memory model"):
+  // the figures the time model needs, at some cost in speed.
+  bool cacheModel = true;
+  // The program writes one byte per page of each object it gets, as heapkit-replay does
+  // (false: as heapkit-replay --no-touch).
+  bool touchObjects = true;
+  CacheGeometry cacheGeometry;
 };
 
 struct AllocatorFigures {
@@ -49,6 +59,9 @@ struct AllocatorFigures {
 struct SimulationResult {
   TraceCounts operations;  // the trace's operations, failed requests, its own peak of live bytes
   WorkCounts counts;
+  bool cacheModelled = false;  // the two below were counted (SimulationOptions::cacheModel)
+  CacheModelCounts memory;
+  ProgramTouchCounts program;
   // High-water mark of the footprint: bytes held from the OS less the pages purged (given
   // back while their blocks are kept: only page_segregated's segments purge), which is
   // what the process's resident set counts; the same as bytes held for other designs.

@@ -42,12 +42,13 @@ struct FootprintFigures {
   unsigned __int128 heldByteOperations = 0;  // bytes held after each operation, summed
 };
 
-template <class Heap>
+template <class Heap, class Data = NoData>
 class SimulationLoop {
  public:
   static constexpr std::size_t kBatch = 256;  // 6 KiB of operations
 
-  SimulationLoop(Heap& heap, std::size_t maxSamples) : heap_(heap), applier_(heap), maxSamples_(maxSamples) {}
+  SimulationLoop(Heap& heap, std::size_t maxSamples, Data data = {})
+      : heap_(heap), applier_(heap, data), maxSamples_(maxSamples) {}
 
   // Applies up to maxEvents operations from the decoder, calling stop() after each batch
   // (true ends the run early). Returns the number applied; fewer than maxEvents at the end
@@ -68,7 +69,7 @@ class SimulationLoop {
     return done;
   }
 
-  const TraceApplier<Heap>& applier() const { return applier_; }
+  const TraceApplier<Heap, Data>& applier() const { return applier_; }
 
   // The figures so far; the last footprint point covers the operations since the one before.
   FootprintFigures figures() const {
@@ -133,7 +134,7 @@ class SimulationLoop {
   }
 
   Heap& heap_;
-  TraceApplier<Heap> applier_;
+  TraceApplier<Heap, Data> applier_;
   std::size_t maxSamples_;
   FootprintFigures figures_;
   std::uint64_t sampleStride_ = 1;

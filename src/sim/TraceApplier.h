@@ -47,6 +47,8 @@ class TraceApplier {
 
   [[gnu::always_inline]] void apply(const trace::Operation& operation) {
     ++byOp_[operation.idOp & 0xff];
+    // A Data that follows what the program does with its memory needs to know the call.
+    if constexpr (requires { data_.operation(operation); }) data_.operation(operation);
     trace::applyOperation(heap_, *this, operation);
   }
   void apply(const trace::Event& e) { apply(trace::Operation::of(e)); }

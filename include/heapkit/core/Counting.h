@@ -12,7 +12,10 @@
 
 #include <atomic>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
+
+#include "heapkit/core/CacheModel.h"
 
 namespace heapkit {
 
@@ -24,10 +27,23 @@ struct WorkCounts {
   std::uint64_t splits = 0;     // blocks cut in two
   std::uint64_t coalesces = 0;  // pairs of free neighbours merged
 
-  // One metadata word read or written at `address` (the address is for memory models
-  // that follow where the allocator touches, as a cache model does).
-  void read(const void* /*address*/) { ++reads; }
-  void write(const void* /*address*/) { ++writes; }
+  // Where the accesses also go, when the simulator follows them (core/CacheModel.h):
+  // null unless asked for, so counting alone costs one test per access.
+  CacheModel* cacheModel = nullptr;
+
+  // One metadata word read or written at `address`.
+  [[gnu::always_inline]] void read(const void* address) {
+    ++reads;
+    if (cacheModel != nullptr) cacheModel->access(address);
+  }
+  [[gnu::always_inline]] void write(const void* address) {
+    ++writes;
+    if (cacheModel != nullptr) cacheModel->access(address);
+  }
+  // Pages the top heap gave back to the OS: the next access to them is a fault again.
+  void pagesReleased(const void* start, std::size_t bytes) {
+    if (cacheModel != nullptr) cacheModel->pagesReleased(start, bytes);
+  }
 };
 
 template <class H>

@@ -101,7 +101,10 @@ class ReservedArena {
     std::memset(owners_ + first, kNoOwner, count);
     footprint_.remove(bytes);
     giveBack(first, count);
-    if constexpr (Memory::kCounts) ++counts_.steps;
+    if constexpr (Memory::kCounts) {
+      ++counts_.steps;
+      counts_.pagesReleased(extent, bytes);
+    }
   }
 
   // The top-heap contract's purge (core/HeapContract.h, PurgingHeap): the pages go back
@@ -109,7 +112,10 @@ class ReservedArena {
   void purge(void* pages, std::size_t bytes) {
     madvise(pages, bytes, MADV_DONTNEED);
     footprint_.purge(bytes);
-    if constexpr (Memory::kCounts) ++counts_.steps;
+    if constexpr (Memory::kCounts) {
+      ++counts_.steps;
+      counts_.pagesReleased(pages, bytes);
+    }
   }
   void reuse(void* /*pages*/, std::size_t bytes) { footprint_.reuse(bytes); }
   // purge, of pages of the extent obtained last that were never touched (core/Footprint.h).

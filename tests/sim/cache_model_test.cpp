@@ -1,0 +1,205 @@
+// The memory model (heapkit/core/CacheModel.h) on hand-made address sequences, whose hits,
+// misses and faults are derived by hand in the comments; and its counts in the simulator
+// on tiny traces (pages the program touches, pages given back and touched again, bytes a
+// moving realloc copies).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "Simulate.h"
+#include "Spec.h"
+#include "heapkit/core/CacheModel.h"
+#include "heapkit/trace/Writer.h"
+
+namespace heapkit {
+namespace {
+
+TEST(SetAssociativeCache, LeastRecentlyUsedWithinEachSet) {
+  SetAssociativeCache<2> cache(4);  // 2 sets of 2 ways; a key's set is its lowest bit
+  EXPECT_FALSE(cache.access(0));    // set 0: [0]
+  EXPECT_FALSE(cache.access(2));    // set 0: [2 0]
+  EXPECT_TRUE(cache.access(0));     // set 0: [0 2]
+  EXPECT_FALSE(cache.access(4));    // evicts 2, the least recent: [4 0]
+  EXPECT_FALSE(cache.access(2));    // evicts 0: [2 4]
+  EXPECT_TRUE(cache.access(4));     // [4 2]
+  EXPECT_FALSE(cache.access(0));    // evicts 2: [0 4]
+  EXPECT_FALSE(cache.access(1));    // set 1 is apart: [1]
+  EXPECT_TRUE(cache.access(1));
+  EXPECT_TRUE(cache.access(4));     // set 0 untouched by set 1's traffic
+}
+
+TEST(SetAssociativeCache, RoundsItsEntriesUpToAPowerOfTwo) {
+  SetAssociativeCache<4> cache(5);  // 8 entries: 2 sets of 4
+  for (std::uint64_t key : {0, 2, 4, 6}) EXPECT_FALSE(cache.access(key));
+  for (std::uint64_t key : {0, 2, 4, 6}) EXPECT_TRUE(cache.access(key));  // four ways held all four
+}
+
+class CacheModelTest : public ::testing::Test {
+ protected:
+  // Tracked "arena" of 64 pages, aligned to a page; nothing is read or written there: the
+  // model only follows addresses.
+  alignas(4096) static inline char arena[64 * 4096];
+  // One set per level: L1 holds 8 lines, L2 16 lines, L3 32 lines, the TLB 16 pages.
+  CacheGeometry tiny{.l1Bytes = 8 * 64, .l2Bytes = 16 * 64, .l3Bytes = 32 * 64, .tlbEntries = 16};
+};
+
+TEST_F(CacheModelTest, CountsMissesPerLevelTlbMissesAndFirstTouches) {
+  CacheModel model(arena, sizeof arena, tiny);
+  model.access(arena);  // line 0, page 0: cold everywhere
+  EXPECT_EQ(model.counts().l1Misses, 1u);
+  EXPECT_EQ(model.counts().l2Misses, 1u);
+  EXPECT_EQ(model.counts().l3Misses, 1u);
+  EXPECT_EQ(model.counts().tlbMisses, 1u);
+  EXPECT_EQ(model.counts().pagesTouched, 1u);
+  model.access(arena + 8);  // same line: hits everywhere
+  EXPECT_EQ(model.counts().l1Misses, 1u);
+  // Lines 1..8 of page 0: 8 cold misses; L1 (8 lines) now holds 1..8 and has evicted 0.
+  for (int line = 1; line <= 8; ++line) model.access(arena + line * 64);
+  EXPECT_EQ(model.counts().l1Misses, 9u);
+  EXPECT_EQ(model.counts().l2Misses, 9u);
+  model.access(arena);  // line 0: out of L1, still in L2 (16 lines)
+  EXPECT_EQ(model.counts().l1Misses, 10u);
+  EXPECT_EQ(model.counts().l2Misses, 9u);
+  EXPECT_EQ(model.counts().tlbMisses, 1u);  // all in page 0
+  EXPECT_EQ(model.counts().pagesTouched, 1u);
+  // 16 more lines, one in each of pages 1..16: 16 TLB misses, 16 faults, 16 misses in
+  // both levels; the TLB (16 pages) has now evicted page 0, L2 (16 lines) line 0.
+  for (int page = 1; page <= 16; ++page) model.access(arena + page * 4096);
+  EXPECT_EQ(model.counts().tlbMisses, 17u);
+  EXPECT_EQ(model.counts().pagesTouched, 17u);
+  EXPECT_EQ(model.counts().l2Misses, 25u);
+  EXPECT_EQ(model.counts().l3Misses, 25u);  // 25 distinct lines so far: L3 (32) holds them all
+  model.access(arena);  // page 0 again: a TLB miss and an L2 miss (an L3 hit), but no fault
+  EXPECT_EQ(model.counts().tlbMisses, 18u);
+  EXPECT_EQ(model.counts().l2Misses, 26u);
+  EXPECT_EQ(model.counts().l3Misses, 25u);
+  EXPECT_EQ(model.counts().pagesTouched, 17u);
+  EXPECT_EQ(model.counts().accesses, 1u + 1 + 8 + 1 + 16 + 1);
+}
+
+TEST_F(CacheModelTest, PagesGivenBackFaultAgain) {
+  CacheModel model(arena, sizeof arena, tiny);
+  for (int page = 0; page < 70; ++page) model.access(arena + (page % 64) * 4096);  // 64 pages, 6 again
+  EXPECT_EQ(model.counts().pagesTouched, 64u);
+  // Pages 3..66 would be past the range: only 3..63 are released (61 pages), through
+  // a whole word of the bitmap (pages 0..63) partly and bit by bit.
+  model.pagesReleased(arena + 3 * 4096, 64 * 4096);
+  EXPECT_EQ(model.counts().releases, 1u);
+  for (int page = 0; page < 64; ++page) model.access(arena + page * 4096);
+  EXPECT_EQ(model.counts().pagesTouched, 64u + 61u);
+  // Releasing part of a page's bytes releases the whole page, as madvise does.
+  model.pagesReleased(arena + 10 * 4096 + 100, 10);
+  model.access(arena + 10 * 4096);
+  EXPECT_EQ(model.counts().pagesTouched, 64u + 61u + 1u);
+}
+
+TEST_F(CacheModelTest, AddressesOutsideTheRangeNeverFault) {
+  CacheModel model(arena, 4 * 4096, tiny);
+  model.access(arena + 5 * 4096);  // past the tracked range: resident, but cold in the caches
+  EXPECT_EQ(model.counts().pagesTouched, 0u);
+  EXPECT_EQ(model.counts().l1Misses, 1u);
+  EXPECT_EQ(model.counts().tlbMisses, 1u);
+}
+
+TEST_F(CacheModelTest, TouchingAnObjectWritesOneBytePerPage) {
+  CacheModel model(arena, sizeof arena, tiny);
+  // 3 pages' bytes from 100 bytes into page 2: writes at +0, +4096, +8192 (pages 2, 3, 4),
+  // as heapkit-replay's touch; the object's tail in page 5 is not written.
+  model.touchObject(arena + 2 * 4096 + 100, 3 * 4096);
+  EXPECT_EQ(model.counts().accesses, 3u);
+  EXPECT_EQ(model.counts().pagesTouched, 3u);
+  model.touchObject(arena + 2 * 4096 + 100, 1);  // one byte: one write, no new page
+  EXPECT_EQ(model.counts().pagesTouched, 3u);
+  EXPECT_EQ(model.counts().accesses, 4u);
+}
+
+}  // namespace
+
+namespace sim {
+namespace {
+
+std::string writeTrace(const std::string& name, const std::function<void(trace::TraceWriter&)>& body) {
+  std::string path =
+      (std::filesystem::temp_directory_path() / ("heapkit-cache-model-" + std::to_string(getpid()) + "-" + name)).string();
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  {
+    trace::TraceWriter w(f);
+    w.begin({});
+    body(w);
+    w.end();
+  }
+  std::fclose(f);
+  return path;
+}
+
+// Small objects in Kingsley, the rest from the OS fallback: one extent each, whose header
+// the top heap writes with literal counts (no address), so the fallback's pages are
+// touched by the program alone.
+ParsedSpec smallThenOs() {
+  return parseSpec(R"({"format": "heapkit-dmm/1", "name": "small-then-os",
+                       "allocators": [{"range": [0, 1024], "mechanism": "kingsley"}]})");
+}
+
+SimulationResult run(const std::string& path, bool touch, bool model = true) {
+  SimulationOptions options;
+  options.reserveBytes = std::size_t{1} << 30;
+  options.touchObjects = touch;
+  options.cacheModel = model;
+  return simulate(smallThenOs(), path, options);
+}
+
+TEST(SimulatorMemoryModel, CountsThePagesTheProgramTouchesAndTouchesAgainAfterRelease) {
+  // 1 MiB from the OS fallback, freed (its extent released: MADV_DONTNEED), then again
+  // (the same granules, first fit): the program's touches fault 256 pages each time.
+  std::string path = writeTrace("release.hkt", [](trace::TraceWriter& w) {
+    auto a = w.malloc(0, 0, 1 << 20);
+    w.free(0, 0, a);
+    auto b = w.malloc(0, 0, 1 << 20);
+    w.free(0, 0, b);
+  });
+  SimulationResult touched = run(path, true), untouched = run(path, false);
+  ASSERT_TRUE(touched.cacheModelled);
+  EXPECT_EQ(touched.memory.pagesTouched - untouched.memory.pagesTouched, 2u * 256);
+  EXPECT_EQ(touched.memory.accesses - untouched.memory.accesses, 2u * 256);
+  EXPECT_EQ(touched.memory.releases, 2u);  // each free gave its extent back
+  SimulationResult off = run(path, true, false);
+  EXPECT_FALSE(off.cacheModelled);
+  EXPECT_EQ(off.memory.accesses, 0u);
+  EXPECT_EQ(off.counts.steps, touched.counts.steps);  // the model changes no count of work
+  EXPECT_EQ(off.counts.reads + off.counts.writes, touched.counts.reads + touched.counts.writes);
+  std::remove(path.c_str());
+}
+
+TEST(SimulatorMemoryModel, FollowsMetadataAccessesAndMovingReallocs) {
+  std::string path = writeTrace("realloc.hkt", [](trace::TraceWriter& w) {
+    auto a = w.malloc(0, 0, 100);
+    auto b = w.realloc(0, 0, a, 80);      // within the usable bytes, at least half: in place
+    auto c = w.realloc(0, 0, b, 20000);   // moves to the fallback: 100 bytes copied (usable 128,
+    w.free(0, 0, c);                      //   the new size larger), min(20000, 128) = 128
+    auto d = w.calloc(0, 0, 3 * 4096);    // the fallback; calloc zeroes every page
+    w.free(0, 0, d);
+  });
+  SimulationResult r = run(path, false);
+  EXPECT_EQ(r.program.copiedBytes, 128u);
+  // Without the replay's touches the program writes the calloc's 3 pages (its memset) and
+  // the realloc's copy (1 page); the rest are the metadata words whose address the counting
+  // reports (at most all of them).
+  EXPECT_GE(r.memory.accesses, 3u + 1u);
+  EXPECT_LE(r.memory.accesses, 3u + 1u + r.counts.reads + r.counts.writes);
+  EXPECT_GE(r.memory.pagesTouched, 3u + 1u);
+  // Deterministic: the same figures twice.
+  SimulationResult again = run(path, false);
+  EXPECT_EQ(again.memory.l1Misses, r.memory.l1Misses);
+  EXPECT_EQ(again.memory.tlbMisses, r.memory.tlbMisses);
+  EXPECT_EQ(again.memory.pagesTouched, r.memory.pagesTouched);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace sim
+}  // namespace heapkit
