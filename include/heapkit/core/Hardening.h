@@ -11,6 +11,7 @@
 // write(2) and a hand-formatted hex number.
 #pragma once
 
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +31,16 @@ constexpr bool hardened() {
   else return false;
 }
 
+// Marks a top heap as secure: hardened, plus the checks that cost more (libheapkit-secure.so,
+// as mimalloc's secure mode): canaries around every object checked at free
+// (utility/CanaryHeap.h, which HardenedHeap puts under ANSIWrapper), and large blocks with
+// guard pages after them, unmapped when freed (combining/LargeObjectHeap.h).
+template <class H>
+constexpr bool secure() {
+  if constexpr (requires { H::SecureAgainstMisuse; }) return H::SecureAgainstMisuse;
+  else return false;
+}
+
 namespace hardening {
 inline void ensureSecret();
 }
@@ -42,6 +53,18 @@ struct Hardened : Top {
   explicit Hardened(Args&&... args) : Top(static_cast<Args&&>(args)...) {
     hardening::ensureSecret();
   }
+};
+
+// The stronger tier: Hardened, and the layers that read secure<Top>() add their costlier
+// checks. Over real memory only (it protects pages).
+template <class Top>
+struct Secure : Hardened<Top> {
+  static constexpr bool SecureAgainstMisuse = true;
+  using Hardened<Top>::Hardened;
+  // Pages nothing may read or write (a guard after a large block): an overflow into
+  // them faults at the faulting instruction. The pages stay part of their block, which
+  // Top unmaps whole when it is freed.
+  void guardPages(void* pages, std::size_t bytes) { mprotect(pages, bytes, PROT_NONE); }
 };
 
 namespace hardening {
@@ -96,6 +119,9 @@ inline std::uint64_t& secondWord(void* object) { return static_cast<std::uint64_
 
 [[noreturn]] inline void doubleFree(const void* pointer) { report("free(): double free of", pointer); }
 [[noreturn]] inline void invalidPointer(const void* pointer) { report("free(): invalid pointer", pointer); }
+[[noreturn]] inline void overflowAfter(const void* pointer) { report("free(): heap overflow after the block at", pointer); }
+[[noreturn]] inline void badHeader(const void* pointer) { report("free(): invalid pointer or underflow before", pointer); }
+[[noreturn]] inline void writeAfterFree(const void* pointer) { report("malloc(): write after free to", pointer); }
 [[noreturn]] inline void corruptFreeList(const void* where) { report("corrupted free list at", where); }
 
 // The checks a free list makes: a freed object that already carries its tag is freed a
@@ -112,6 +138,18 @@ inline void checkAndTagFreed(void* object) {
 }
 // Handed out again: no longer freed.
 inline void untagAllocated(void* object) { secondWord(object) = 0; }
+
+// Secure: the words of a freed object after its link and tag hold a fill that depends on
+// their address; a write after free changes it, which malloc finds when it hands the
+// object out again (mimalloc's secure mode checks its free lists' encoding instead).
+inline std::uint64_t freedFill(const void* address) { return tagOf(address) ^ 0xf5f5f5f5f5f5f5f5u; }
+inline void fillFreed(std::uint64_t* words, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) words[i] = freedFill(&words[i]);
+}
+inline void checkFreedFill(std::uint64_t* words, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i)
+    if (words[i] != freedFill(&words[i])) [[unlikely]] writeAfterFree(&words[i]);
+}
 
 }  // namespace hardening
 }  // namespace heapkit
