@@ -191,19 +191,20 @@ struct alignas(64) Superblock {
     storeMetadata(heap, used, loadMetadata(heap, used) + 1);
     if constexpr (Secure) {
       if (hardening::secondWord(node) == hardening::tagOf(node) && objectBytes >= kSecureFilledBytes)
-        hardening::checkFreedFill(reinterpret_cast<std::uint64_t*>(node) + 2, kSecureFillWords);
+        hardening::checkFreedFill(node, kSecureFillWords);
     }
     if constexpr (Hardened) hardening::untagAllocated(node);
     return node;
   }
 
-  // Secure: the fill a freed object gets after its link and tag (objects big enough).
+  // Secure: the fill a freed object gets after its link and tag (objects big enough),
+  // once the tag is in place.
   static constexpr std::size_t kSecureFillWords = 2;
   static constexpr std::size_t kSecureFilledBytes = (2 + kSecureFillWords) * sizeof(std::uint64_t);
   template <bool Secure>
   void fillFreed(FreeNode* node) const {
     if constexpr (Secure) {
-      if (objectBytes >= kSecureFilledBytes) hardening::fillFreed(reinterpret_cast<std::uint64_t*>(node) + 2, kSecureFillWords);
+      if (objectBytes >= kSecureFilledBytes) hardening::fillFreed(node, kSecureFillWords);
     }
   }
 

@@ -139,16 +139,20 @@ inline void checkAndTagFreed(void* object) {
 // Handed out again: no longer freed.
 inline void untagAllocated(void* object) { secondWord(object) = 0; }
 
-// Secure: the words of a freed object after its link and tag hold a fill that depends on
-// their address; a write after free changes it, which malloc finds when it hands the
-// object out again (mimalloc's secure mode checks its free lists' encoding instead).
-inline std::uint64_t freedFill(const void* address) { return tagOf(address) ^ 0xf5f5f5f5f5f5f5f5u; }
-inline void fillFreed(std::uint64_t* words, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) words[i] = freedFill(&words[i]);
+// Secure: the words of a freed object after its link and tag hold a fill derived from the
+// tag (so from the secret and the address, without reading the secret again); a write
+// after free changes it, which malloc finds when it hands the object out again
+// (mimalloc's secure mode checks its free lists' encoding instead).
+inline std::uint64_t freedFill(std::uint64_t tag, std::size_t word) { return tag ^ (0xf5f5f5f5f5f5f5f5u + word); }
+inline void fillFreed(void* object, std::size_t words) {
+  auto* word = static_cast<std::uint64_t*>(object);
+  for (std::size_t i = 2; i < 2 + words; ++i) word[i] = freedFill(word[1], i);
 }
-inline void checkFreedFill(std::uint64_t* words, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i)
-    if (words[i] != freedFill(&words[i])) [[unlikely]] writeAfterFree(&words[i]);
+// `object` holds its tag: it was freed.
+inline void checkFreedFill(void* object, std::size_t words) {
+  auto* word = static_cast<std::uint64_t*>(object);
+  for (std::size_t i = 2; i < 2 + words; ++i)
+    if (word[i] != freedFill(word[1], i)) [[unlikely]] writeAfterFree(&word[i]);
 }
 
 }  // namespace hardening
