@@ -166,7 +166,12 @@ class ScalableHeap {
       Superblock* sb = Superblock::headerAt(address & ~(kSb - 1));
       if (sb->freeToken.load(std::memory_order_relaxed) == Registry::threadCache.freeToken) [[likely]] {
         auto* node = static_cast<FreeNode*>(pointer);
-        if constexpr (kHardened) hardening::checkAndTagFreed(node);
+        if constexpr (kHardened) {
+          // checkAndTagFreed, with the report reached by a jump (core/Hardening.h).
+          std::uint64_t tag = hardening::tagOf(node);
+          if (hardening::secondWord(node) == tag) [[unlikely]] return hardening::reportDoubleFree(node);
+          hardening::secondWord(node) = tag;
+        }
         sb->template fillFreed<SecureAgainstMisuse>(node);
         if (sb->pushFreed(*this, node)) [[unlikely]] static_cast<ThreadHeap*>(sb->owner)->onLocalSuperblockEmpty(sb);
         return;

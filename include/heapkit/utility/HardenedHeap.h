@@ -27,7 +27,7 @@ class HardenedHeap : public std::conditional_t<secure<Super>(), CanaryHeap<Super
   HardenedHeap() = default;
 
   void free(void* object) {
-    if (reinterpret_cast<std::uintptr_t>(object) % kMinAlignment != 0) [[unlikely]] hardening::invalidPointer(object);
+    if (reinterpret_cast<std::uintptr_t>(object) % kMinAlignment != 0) [[unlikely]] return hardening::reportInvalidPointer(object);
     if constexpr (requires(const Super& heap) { heap.owns(object); }) {
       if (object != nullptr && !Super::owns(object)) [[unlikely]] hardening::invalidPointer(object);
     }
