@@ -131,6 +131,8 @@ inline std::uint64_t& secondWord(void* object) { return static_cast<std::uint64_
 // its fast path (a stack adjustment in and out) whether or not the check fails.
 [[gnu::cold, gnu::noipa]] inline void reportDoubleFree(const void* pointer) { doubleFree(pointer); }
 [[gnu::cold, gnu::noipa]] inline void reportInvalidPointer(const void* pointer) { invalidPointer(pointer); }
+[[gnu::cold, gnu::noipa]] inline void reportBadHeader(const void* pointer) { badHeader(pointer); }
+[[gnu::cold, gnu::noipa]] inline void reportOverflowAfter(const void* pointer) { overflowAfter(pointer); }
 
 // The checks a free list makes: a freed object that already carries its tag is freed a
 // second time (a 64-bit secret mixed with the address: a live object holds it only if the

@@ -67,15 +67,18 @@ class CanaryHeap : public Super {
     auto* object = static_cast<char*>(pointer);
     std::uint64_t sizeWord = wordAt(object - kHeaderBytes);
     std::uint64_t canary = wordAt(object - sizeof(std::uint64_t));
-    if (canary != canaryOf(object, sizeWord)) [[unlikely]] {
-      // Freed already: the mark this layer left, or the tag the free list below wrote
-      // into its block's second word, which is this canary's word at a 16-byte offset.
-      if (canary == freedMarkOf(object) || canary == hardening::tagOf(object - kHeaderBytes)) hardening::doubleFree(object);
-      hardening::badHeader(object);
+    std::uint64_t expected = canaryOf(object, sizeWord);
+    if (canary != expected) [[unlikely]] {
+      // Freed already: the mark this layer left (the size word is still there when the
+      // block below keeps its first words), or the tag the free list below wrote into
+      // its block's second word, which is this canary's word at a 16-byte offset.
+      if (canary == (expected ^ kFreedMark) || canary == hardening::tagOf(object - kHeaderBytes))
+        return hardening::reportDoubleFree(object);
+      return hardening::reportBadHeader(object);
     }
     std::size_t size = sizeWord & kSizeMask;
-    if (wordAt(object + size) != trailerOf(canary)) [[unlikely]] hardening::overflowAfter(object);
-    setWordAt(object - sizeof(std::uint64_t), freedMarkOf(object));
+    if (wordAt(object + size) != trailerOf(canary)) [[unlikely]] return hardening::reportOverflowAfter(object);
+    setWordAt(object - sizeof(std::uint64_t), canary ^ kFreedMark);
     Super::free(object - offsetOf(sizeWord));
   }
 
@@ -98,7 +101,6 @@ class CanaryHeap : public Super {
   }
   // Not the canary itself: a trailer copied from the word before the object does not match.
   static std::uint64_t trailerOf(std::uint64_t canary) { return std::rotl(canary, 29) ^ 0x5bd1e9955bd1e995u; }
-  static std::uint64_t freedMarkOf(const char* object) { return hardening::tagOf(object) ^ kFreedMark; }
 
   // The trailer is unaligned (it starts at the requested size): a byte copy the compiler
   // turns into one move (the builtin: the preload libraries build with -fno-builtin).
