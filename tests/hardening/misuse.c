@@ -1,11 +1,25 @@
 /* One misuse of the malloc family per case, each run in a child process: the parent
- * checks that the child died of SIGABRT and, for heapkit's libraries, that its standard
- * error holds the one-line report naming the exact pointer.
+ * checks how the child ended and, for heapkit's libraries, that its standard error holds
+ * the one-line report naming the exact pointer.
  *
  *   heapkit_misuse <case> <expected>
- *     <expected>: "double free of" or "invalid pointer" (heapkit's message, which must
- *     name the pointer the case prints), or "glibc" (SIGABRT with glibc's own message:
- *     the recorder forwards to glibc), or "survives" (the case must exit normally). */
+ *     Runs the case in a child under the allocator the process has (LD_PRELOAD).
+ *     <expected>: a phrase of heapkit's report ("double free of", "invalid pointer",
+ *     "heap overflow after", "underflow before", "write after free"): SIGABRT and a line
+ *     "heapkit: ... <phrase> ... <pointer>"; or "SIGSEGV" (a fault: a guard page, an
+ *     unmapped block); or "glibc" (SIGABRT with glibc's own message: the recorder
+ *     forwards to glibc); or "survives" (the case must exit normally).
+ *
+ *   heapkit_misuse --table <name>=<library>... (an empty library: glibc's malloc)
+ *     Runs every case under each library (a child with LD_PRELOAD) and prints a markdown
+ *     table: "abort" (SIGABRT, with the heapkit line naming the pointer for heapkit's
+ *     libraries), "fault" (SIGSEGV or SIGBUS), "-" (not stopped). Exits 1 when the last
+ *     library stops fewer cases than the first.
+ *
+ * Sized cases are <kind>-<size>: small 24 B, medium 100 KiB, large 4 MiB; overflow and
+ * underflow by n write n bytes just after the requested size or just before the pointer,
+ * then free it; a write after free writes the first 16 bytes of the freed block, then
+ * allocates and frees two blocks of its size. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -122,6 +136,59 @@ static void remoteRemoteDoubleFree(void) {
   }
 }
 
+/* Writes through a pointer the compiler cannot reason about (out of bounds on purpose). */
+static void* (*volatile setOf)(void*, int, size_t) = memset;
+
+static const char* const kinds[] = {"double-free",  "invalid-free", "unaligned-free", "overflow-1",      "overflow-32",
+                                    "underflow-1",  "underflow-32", "write-after-free", "overflow-1m"};
+static const char* const sizes[] = {"small", "medium", "large"};
+static const size_t sizeBytes[] = {24, 100 * 1024, 4 * 1024 * 1024};
+
+static int misuseSized(const char* kind, size_t size) {
+  char* p = mallocOf(size);
+  if (p == NULL) _exit(4);
+  memset(p, 0x41, size);
+  if (strcmp(kind, "double-free") == 0) {
+    heapkit_misuse_announce(p);
+    freeOf(p);
+    freeOf(p);
+  } else if (strcmp(kind, "invalid-free") == 0) {
+    heapkit_misuse_announce(p + 16);
+    freeOf(p + 16);
+  } else if (strcmp(kind, "unaligned-free") == 0) {
+    heapkit_misuse_announce(p + 8);
+    freeOf(p + 8);
+  } else if (strncmp(kind, "overflow-", 9) == 0 || strncmp(kind, "underflow-", 10) == 0) {
+    const char* amount = strchr(kind, '-') + 1;
+    size_t bytes = strcmp(amount, "1m") == 0 ? (size_t)1 << 20 : (size_t)strtoul(amount, NULL, 10);
+    heapkit_misuse_announce(p);
+    setOf(kind[0] == 'o' ? p + size : p - bytes, 0x42, bytes);
+    freeOf(p);
+  } else if (strcmp(kind, "write-after-free") == 0) {
+    heapkit_misuse_announce(p);
+    freeOf(p);
+    setOf(p, 0x42, 16);
+    char* a = mallocOf(size);
+    char* b = mallocOf(size);
+    freeOf(a);
+    freeOf(b);
+  } else {
+    return 2;
+  }
+  return 0;
+}
+
+/* "overflow-32-small" -> kind "overflow-32", size 24. */
+static int runSized(const char* name) {
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; ++k) {
+    size_t length = strlen(kinds[k]);
+    if (strncmp(name, kinds[k], length) != 0 || name[length] != '-') continue;
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; ++z)
+      if (strcmp(name + length + 1, sizes[z]) == 0) return misuseSized(kinds[k], sizeBytes[z]);
+  }
+  return 2;
+}
+
 /* Every path a correct program takes keeps working (the control: must survive). */
 static void correctUse(void) {
   void* blocks[64];
@@ -158,9 +225,16 @@ static int runCase(const char* name) {
   else if (strcmp(name, "remote-remote-double-free") == 0) remoteRemoteDoubleFree();
   else if (strcmp(name, "delete-twice") == 0) heapkit_misuse_delete_twice(pointerFd);
   else if (strcmp(name, "correct-use") == 0) correctUse();
-  else return 2;
+  else return runSized(name);
   return 0;
 }
+
+/* The cases of the table: the sized ones (overflow-1m only for large blocks), then the rest. */
+static const char* const otherCases[] = {"double-free-8", "double-free-4k", "double-free-100k", "double-free-256k",
+                                         "double-free-reuse", "remote-double-free", "remote-remote-double-free",
+                                         "delete-twice", "foreign-stack", "foreign-static", "foreign-glibc",
+                                         "interior-small", "interior-medium", "interior-large", "interior-remote",
+                                         "unaligned"};
 
 static size_t readAll(int fd, char* buffer, size_t capacity) {
   size_t used = 0;
@@ -170,50 +244,182 @@ static size_t readAll(int fd, char* buffer, size_t capacity) {
   return used;
 }
 
-int main(int argc, char** argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s <case> <\"double free of\"|\"invalid pointer\"|glibc|survives>\n", argv[0]);
-    return 2;
-  }
-  const char* expected = argv[2];
+/* How one child ended. */
+struct Outcome {
+  int status;
+  char pointer[64];
+  char errors[4096];
+};
+
+/* Runs the case in a child: in this process image (library NULL), or with LD_PRELOAD set
+ * to `library` ("" for none) in a fresh one, which gets the pointer pipe as fd 3. */
+static int runChild(const char* self, const char* name, const char* library, struct Outcome* outcome) {
   int pointerPipe[2], errorPipe[2];
-  if (pipe(pointerPipe) != 0 || pipe(errorPipe) != 0) return 2;
+  if (pipe(pointerPipe) != 0 || pipe(errorPipe) != 0) return -1;
   pid_t child = fork();
+  if (child < 0) return -1;
   if (child == 0) {
     close(pointerPipe[0]);
     close(errorPipe[0]);
     dup2(errorPipe[1], STDERR_FILENO);
-    pointerFd = pointerPipe[1];
     signal(SIGABRT, SIG_DFL);
-    _exit(runCase(argv[1]));
+    if (library == NULL) {
+      pointerFd = pointerPipe[1];
+      _exit(runCase(name));
+    }
+    dup2(pointerPipe[1], 3);
+    if (library[0] != '\0') setenv("LD_PRELOAD", library, 1);
+    else unsetenv("LD_PRELOAD");
+    execl(self, self, "--child", name, (char*)NULL);
+    _exit(127);
   }
   close(pointerPipe[1]);
   close(errorPipe[1]);
-  char pointer[64], errors[4096];
-  readAll(pointerPipe[0], pointer, sizeof pointer);
-  readAll(errorPipe[0], errors, sizeof errors);
-  int status;
-  waitpid(child, &status, 0);
-  char* newline = strchr(pointer, '\n');
+  readAll(pointerPipe[0], outcome->pointer, sizeof outcome->pointer);
+  readAll(errorPipe[0], outcome->errors, sizeof outcome->errors);
+  close(pointerPipe[0]);
+  close(errorPipe[0]);
+  waitpid(child, &outcome->status, 0);
+  char* newline = strchr(outcome->pointer, '\n');
   if (newline != NULL) *newline = '\0';
-  fprintf(stderr, "case %s: pointer %s; the child's standard error:\n%s", argv[1], pointer, errors);
+  return 0;
+}
 
+static int diedOf(const struct Outcome* outcome, int signalNumber) {
+  return WIFSIGNALED(outcome->status) && WTERMSIG(outcome->status) == signalNumber;
+}
+
+/* A line "heapkit: ...<phrase>... <pointer>" on the child's standard error. */
+static int reportNames(const struct Outcome* outcome, const char* phrase) {
+  if (outcome->pointer[0] == '\0') return 0;
+  for (const char* line = outcome->errors; line != NULL && *line != '\0';) {
+    const char* end = strchr(line, '\n');
+    size_t length = end != NULL ? (size_t)(end - line) : strlen(line);
+    size_t pointerLength = strlen(outcome->pointer);
+    char text[512];
+    if (length < sizeof text) {
+      memcpy(text, line, length);
+      text[length] = '\0';
+      if (strncmp(text, "heapkit: ", 9) == 0 && (phrase == NULL || strstr(text, phrase) != NULL) && length > pointerLength &&
+          text[length - pointerLength - 1] == ' ' && strcmp(text + length - pointerLength, outcome->pointer) == 0)
+        return 1;
+    }
+    line = end != NULL ? end + 1 : NULL;
+  }
+  return 0;
+}
+
+static int checkCase(const char* name, const char* expected) {
+  struct Outcome outcome;
+  if (runChild(NULL, name, NULL, &outcome) != 0) return 2;
+  fprintf(stderr, "case %s: pointer %s; the child's standard error:\n%s", name, outcome.pointer, outcome.errors);
   if (strcmp(expected, "survives") == 0) {
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && errors[0] == '\0') return 0;
+    if (WIFEXITED(outcome.status) && WEXITSTATUS(outcome.status) == 0 && outcome.errors[0] == '\0') return 0;
     fprintf(stderr, "FAIL: expected a normal exit with nothing on standard error\n");
     return 1;
   }
-  if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT) {
-    if (WIFSIGNALED(status)) fprintf(stderr, "FAIL: killed by signal %d, not SIGABRT\n", WTERMSIG(status));
-    else fprintf(stderr, "FAIL: exited with status %d instead of stopping\n", WEXITSTATUS(status));
+  if (strcmp(expected, "SIGSEGV") == 0) {
+    if (diedOf(&outcome, SIGSEGV) || diedOf(&outcome, SIGBUS)) return 0;
+    fprintf(stderr, "FAIL: expected a fault (SIGSEGV or SIGBUS)\n");
+    return 1;
+  }
+  if (!diedOf(&outcome, SIGABRT)) {
+    if (WIFSIGNALED(outcome.status)) fprintf(stderr, "FAIL: killed by signal %d, not SIGABRT\n", WTERMSIG(outcome.status));
+    else fprintf(stderr, "FAIL: exited with status %d instead of stopping\n", WEXITSTATUS(outcome.status));
     return 1;
   }
   if (strcmp(expected, "glibc") == 0) return 0;
-  char line[256];
-  snprintf(line, sizeof line, "heapkit: free(): %s %s\n", expected, pointer);
-  if (pointer[0] == '\0' || strstr(errors, line) == NULL) {
-    fprintf(stderr, "FAIL: expected the line \"%.*s\"\n", (int)strlen(line) - 1, line);
+  if (!reportNames(&outcome, expected)) {
+    fprintf(stderr, "FAIL: expected a line \"heapkit: ...%s... %s\"\n", expected, outcome.pointer);
     return 1;
   }
   return 0;
+}
+
+/* One cell: how the case ended under the library. A heapkit library's abort counts only
+ * with its line naming the pointer. */
+static const char* cell(const char* self, const char* name, const char* library, int* stopped) {
+  struct Outcome outcome;
+  if (runChild(self, name, library, &outcome) != 0) return "error";
+  if (diedOf(&outcome, SIGSEGV) || diedOf(&outcome, SIGBUS)) {
+    ++*stopped;
+    return "fault";
+  }
+  if (diedOf(&outcome, SIGABRT)) {
+    if (strstr(outcome.errors, "heapkit: ") != NULL && !reportNames(&outcome, NULL)) return "abort, no line";
+    ++*stopped;
+    return "abort";
+  }
+  if (WIFSIGNALED(outcome.status)) return "other signal";
+  return "-";
+}
+
+static int table(const char* self, int count, char** allocators) {
+  enum { kMaxAllocators = 16 };
+  if (count < 1 || count > kMaxAllocators) return 2;
+  const char* names[kMaxAllocators];
+  const char* libraries[kMaxAllocators];
+  int stopped[kMaxAllocators] = {0};
+  for (int a = 0; a < count; ++a) {
+    char* equals = strchr(allocators[a], '=');
+    if (equals == NULL) {
+      fprintf(stderr, "heapkit_misuse --table: expected <name>=<library>, got \"%s\"\n", allocators[a]);
+      return 2;
+    }
+    *equals = '\0';
+    names[a] = allocators[a];
+    libraries[a] = equals + 1;
+  }
+  printf("| case |");
+  for (int a = 0; a < count; ++a) printf(" %s |", names[a]);
+  printf("\n|---|");
+  for (int a = 0; a < count; ++a) printf("---|");
+  printf("\n");
+  int cases = 0;
+  char name[64];
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; ++k) {
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; ++z) {
+      if (strcmp(kinds[k], "overflow-1m") == 0 && strcmp(sizes[z], "large") != 0) continue;
+      snprintf(name, sizeof name, "%s-%s", kinds[k], sizes[z]);
+      printf("| %s |", name);
+      for (int a = 0; a < count; ++a) printf(" %s |", cell(self, name, libraries[a], &stopped[a]));
+      printf("\n");
+      fflush(stdout);
+      ++cases;
+    }
+  }
+  for (size_t c = 0; c < sizeof otherCases / sizeof otherCases[0]; ++c) {
+    printf("| %s |", otherCases[c]);
+    for (int a = 0; a < count; ++a) printf(" %s |", cell(self, otherCases[c], libraries[a], &stopped[a]));
+    printf("\n");
+    fflush(stdout);
+    ++cases;
+  }
+  printf("| **stopped, of %d** |", cases);
+  for (int a = 0; a < count; ++a) printf(" **%d** |", stopped[a]);
+  printf("\n");
+  return stopped[count - 1] < stopped[0] ? 1 : 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc == 3 && strcmp(argv[1], "--child") == 0) {
+    pointerFd = 3;
+    signal(SIGABRT, SIG_DFL);
+    return runCase(argv[2]);
+  }
+  if (argc >= 3 && strcmp(argv[1], "--table") == 0) {
+    char self[4096];
+    ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (length <= 0) return 2;
+    self[length] = '\0';
+    return table(self, argc - 2, argv + 2);
+  }
+  if (argc != 3) {
+    fprintf(stderr,
+            "usage: %s <case> <report phrase|SIGSEGV|glibc|survives>\n"
+            "       %s --table <name>=<library>...\n",
+            argv[0], argv[0]);
+    return 2;
+  }
+  return checkCase(argv[1], argv[2]);
 }

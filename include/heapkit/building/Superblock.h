@@ -184,12 +184,28 @@ struct alignas(64) Superblock {
   // ---- objects ---------------------------------------------------------------------------
 
   // Pops `node`, the head of the free list, for the program: every malloc path ends here.
-  template <bool Hardened, class H>
+  // Secure: an object freed before (it holds its tag) must still hold its fill.
+  template <bool Hardened, class H, bool Secure = false>
   [[gnu::always_inline]] void* handOut(H& heap, FreeNode* node) {
     storeMetadata(heap, freeList, loadMetadata(heap, node->next));
     storeMetadata(heap, used, loadMetadata(heap, used) + 1);
+    if constexpr (Secure) {
+      if (hardening::secondWord(node) == hardening::tagOf(node) && objectBytes >= kSecureFilledBytes)
+        hardening::checkFreedFill(node, kSecureFillWords);
+    }
     if constexpr (Hardened) hardening::untagAllocated(node);
     return node;
+  }
+
+  // Secure: the fill a freed object gets after its link and tag (objects big enough),
+  // once the tag is in place.
+  static constexpr std::size_t kSecureFillWords = 2;
+  static constexpr std::size_t kSecureFilledBytes = (2 + kSecureFillWords) * sizeof(std::uint64_t);
+  template <bool Secure>
+  void fillFreed(FreeNode* node) const {
+    if constexpr (Secure) {
+      if (objectBytes >= kSecureFilledBytes) hardening::fillFreed(node, kSecureFillWords);
+    }
   }
 
   // Pushes a freed object; true when the superblock is now empty.
@@ -227,8 +243,12 @@ struct alignas(64) Superblock {
     for (std::size_t i = 1; i < count; ++i, object += size) {
       countStep(heap);
       storeMetadata(heap, reinterpret_cast<FreeNode*>(object)->next, reinterpret_cast<FreeNode*>(object + size));
+      // Secure: a fresh object holds no tag, whatever an object of another class left
+      // there, so handOut checks no fill in it.
+      if constexpr (secure<H>()) hardening::untagAllocated(object);
     }
     storeMetadata(heap, reinterpret_cast<FreeNode*>(object)->next, nullptr);
+    if constexpr (secure<H>()) hardening::untagAllocated(object);
     storeMetadata(heap, freeList, reinterpret_cast<FreeNode*>(start));
     storeMetadata(heap, bump, object + size);
     if (object + size > loadMetadata(heap, residentEnd)) storeMetadata(heap, residentEnd, object + size);

@@ -42,6 +42,8 @@ struct LargeObjectConfig {
 template <class Super>
 class LargeObjectHeap : public Super {
   static constexpr bool kHardened = hardened<Super>();
+  static constexpr bool kSecure = secure<Super>();
+  static constexpr std::size_t kSecureSpanMaxBytes = 1024 * 1024;
   static constexpr std::size_t kSb = superblock::kBytes;
   // Where a block came from, in its header's sizeClass (unused by large blocks otherwise).
   static constexpr std::uint32_t kFromSpan = 1;
@@ -70,7 +72,9 @@ class LargeObjectHeap : public Super {
   void* mallocLarge(std::size_t size, std::size_t alignment) {
     if (size > kMaxRequestBytes - 2 * kSb - superblock::kHeaderAreaBytes - alignment) return nullptr;
     std::size_t usable = alignUp(size, kMinAlignment);
-    if (alignment < kSb && usable <= config_.spanMaxBytes) return mallocSpan(usable, alignment);
+    std::size_t spanMaxBytes = config_.spanMaxBytes;
+    if constexpr (kSecure) spanMaxBytes = spanMaxBytes < kSecureSpanMaxBytes ? spanMaxBytes : kSecureSpanMaxBytes;
+    if (alignment < kSb && usable <= spanMaxBytes) return mallocSpan(usable, alignment);
     return mallocFromParent(usable, alignment);
   }
 
@@ -123,6 +127,7 @@ class LargeObjectHeap : public Super {
   // object starts on a boundary: free looks one superblock below for its header).
   void* mallocFromParent(std::size_t usable, std::size_t alignment) {
     std::size_t bytes = usable + kSb + superblock::kHeaderAreaBytes + kMinAlignment + alignment + (alignment >= kSb ? kSb : 0);
+    if constexpr (kSecure) bytes += 3 * superblock::kPageBytes;  // at least one whole guard page
     ++clock_;
     void* raw = Super::malloc(bytes);
     if (raw == nullptr) return nullptr;
@@ -140,7 +145,15 @@ class LargeObjectHeap : public Super {
     storeMetadata(*this, sb->sizeClass, kFromParent);
     storeMetadata(*this, sb->block, raw);
     storeMetadata(*this, sb->firstObject, reinterpret_cast<char*>(object));
-    storeMetadata(*this, sb->usableBytes, rawAddress + Super::getSize(raw) - object);
+    std::uintptr_t end = rawAddress + Super::getSize(raw);
+    if constexpr (kSecure) {
+      // Everything from the page after the object's last to the block's end is a guard.
+      std::uintptr_t guard = alignUp(object + usable, superblock::kPageBytes);
+      std::uintptr_t guardEnd = end & ~(superblock::kPageBytes - 1);
+      Super::guardPages(reinterpret_cast<void*>(guard), guardEnd - guard);
+      end = guard;
+    }
+    storeMetadata(*this, sb->usableBytes, end - object);
     storeMetadata(*this, sb->prev, nullptr);
     storeMetadata(*this, sb->next, largeBlocks_);
     if (largeBlocks_ != nullptr) storeMetadata(*this, largeBlocks_->prev, sb);
@@ -154,7 +167,9 @@ class LargeObjectHeap : public Super {
   }
 
   void setCacheBudget() {
-    if constexpr (requires(Super& parent) { parent.setTrimThreshold(std::size_t{}); }) {
+    if constexpr (kSecure) {
+      Super::setTrimThreshold(0);  // a freed block goes back to Top at once
+    } else if constexpr (requires(Super& parent) { parent.setTrimThreshold(std::size_t{}); }) {
       std::size_t budget = 2 * recentLargestFree_;
       if (budget < config_.cacheMinBytes) budget = config_.cacheMinBytes;
       if (budget > config_.cacheMaxBytes) budget = config_.cacheMaxBytes;

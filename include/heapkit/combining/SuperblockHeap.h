@@ -56,6 +56,7 @@ namespace heapkit {
 template <SizeClassPolicy Classes, class Super, bool RemoteFrees = false>
 class SuperblockHeap : public Super {
   static constexpr bool kHardened = hardened<Super>();
+  static constexpr bool kSecure = secure<Super>();
   static constexpr std::size_t kSb = superblock::kBytes;
 
   struct ClassState {
@@ -97,7 +98,7 @@ class SuperblockHeap : public Super {
   [[gnu::always_inline]] void* mallocDirect(std::size_t size) {
     countStep(*this);
     Superblock* sb = loadMetadata(*this, direct_[(size + 15) / 16]);
-    if (FreeNode* node = loadMetadata(*this, sb->freeList)) [[likely]] return sb->template handOut<kHardened>(*this, node);
+    if (FreeNode* node = loadMetadata(*this, sb->freeList)) [[likely]] return sb->template handOut<kHardened, SuperblockHeap, kSecure>(*this, node);
     return allocSmallSlow(size);
   }
 
@@ -106,7 +107,7 @@ class SuperblockHeap : public Super {
     countStep(*this);
     Superblock* sb = loadMetadata(*this, classes_[sizeClasses_.classOf(size)].partial);
     if (sb != nullptr) [[likely]] {
-      if (FreeNode* node = loadMetadata(*this, sb->freeList)) [[likely]] return sb->template handOut<kHardened>(*this, node);
+      if (FreeNode* node = loadMetadata(*this, sb->freeList)) [[likely]] return sb->template handOut<kHardened, SuperblockHeap, kSecure>(*this, node);
     }
     return allocSmallSlow(size);
   }
@@ -133,6 +134,7 @@ class SuperblockHeap : public Super {
       if (loadMetadata(*this, sb->freeToken) == token_) [[likely]] {
         auto* node = static_cast<FreeNode*>(pointer);
         if constexpr (kHardened) hardening::checkAndTagFreed(node);
+        sb->template fillFreed<kSecure>(node);
         if (sb->pushFreed(*this, node)) [[unlikely]] onLocalSuperblockEmpty(sb);
         return;
       }
@@ -259,6 +261,7 @@ class SuperblockHeap : public Super {
     }
     auto* node = static_cast<FreeNode*>(flags & superblock::kInteriorPointers ? sb->objectStart(*this, pointer) : pointer);
     if constexpr (kHardened) hardening::checkAndTagFreed(node);
+    sb->template fillFreed<kSecure>(node);
     freeOwned(sb, node);
   }
 
@@ -270,7 +273,7 @@ class SuperblockHeap : public Super {
       char* after = loadMetadata(*this, sb->residentEnd);
       if (after != before) Super::grew(sb, before, after);
     }
-    return sb->template handOut<kHardened>(*this, loadMetadata(*this, sb->freeList));
+    return sb->template handOut<kHardened, SuperblockHeap, kSecure>(*this, loadMetadata(*this, sb->freeList));
   }
 
   Superblock* newSuperblock(std::size_t sizeClass) {

@@ -11,6 +11,7 @@
 // write(2) and a hand-formatted hex number.
 #pragma once
 
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +31,16 @@ constexpr bool hardened() {
   else return false;
 }
 
+// Marks a top heap as secure: hardened, plus the checks that cost more (libheapkit-secure.so,
+// as mimalloc's secure mode): canaries around every object checked at free
+// (utility/CanaryHeap.h, which HardenedHeap puts under ANSIWrapper), and large blocks with
+// guard pages after them, unmapped when freed (combining/LargeObjectHeap.h).
+template <class H>
+constexpr bool secure() {
+  if constexpr (requires { H::SecureAgainstMisuse; }) return H::SecureAgainstMisuse;
+  else return false;
+}
+
 namespace hardening {
 inline void ensureSecret();
 }
@@ -42,6 +53,18 @@ struct Hardened : Top {
   explicit Hardened(Args&&... args) : Top(static_cast<Args&&>(args)...) {
     hardening::ensureSecret();
   }
+};
+
+// The stronger tier: Hardened, and the layers that read secure<Top>() add their costlier
+// checks. Over real memory only (it protects pages).
+template <class Top>
+struct Secure : Hardened<Top> {
+  static constexpr bool SecureAgainstMisuse = true;
+  using Hardened<Top>::Hardened;
+  // Pages nothing may read or write (a guard after a large block): an overflow into
+  // them faults at the faulting instruction. The pages stay part of their block, which
+  // Top unmaps whole when it is freed.
+  void guardPages(void* pages, std::size_t bytes) { mprotect(pages, bytes, PROT_NONE); }
 };
 
 namespace hardening {
@@ -96,7 +119,20 @@ inline std::uint64_t& secondWord(void* object) { return static_cast<std::uint64_
 
 [[noreturn]] inline void doubleFree(const void* pointer) { report("free(): double free of", pointer); }
 [[noreturn]] inline void invalidPointer(const void* pointer) { report("free(): invalid pointer", pointer); }
+[[noreturn]] inline void overflowAfter(const void* pointer) { report("free(): heap overflow after the block at", pointer); }
+[[noreturn]] inline void badHeader(const void* pointer) { report("free(): invalid pointer or underflow before", pointer); }
+[[noreturn]] inline void writeAfterFree(const void* pointer) { report("malloc(): write after free to", pointer); }
 [[noreturn]] inline void corruptFreeList(const void* where) { report("corrupted free list at", where); }
+
+// The same reports for the inline paths, as `return reportX(p);` in a function that
+// returns nothing: declared to return (and opaque to the optimiser, which would otherwise
+// find that they do not), so that the compiler jumps to them. A call to a noreturn
+// function needs the stack aligned for it, which costs every free two instructions on
+// its fast path (a stack adjustment in and out) whether or not the check fails.
+[[gnu::cold, gnu::noipa]] inline void reportDoubleFree(const void* pointer) { doubleFree(pointer); }
+[[gnu::cold, gnu::noipa]] inline void reportInvalidPointer(const void* pointer) { invalidPointer(pointer); }
+[[gnu::cold, gnu::noipa]] inline void reportBadHeader(const void* pointer) { badHeader(pointer); }
+[[gnu::cold, gnu::noipa]] inline void reportOverflowAfter(const void* pointer) { overflowAfter(pointer); }
 
 // The checks a free list makes: a freed object that already carries its tag is freed a
 // second time (a 64-bit secret mixed with the address: a live object holds it only if the
@@ -112,6 +148,22 @@ inline void checkAndTagFreed(void* object) {
 }
 // Handed out again: no longer freed.
 inline void untagAllocated(void* object) { secondWord(object) = 0; }
+
+// Secure: the words of a freed object after its link and tag hold a fill derived from the
+// tag (so from the secret and the address, without reading the secret again); a write
+// after free changes it, which malloc finds when it hands the object out again
+// (mimalloc's secure mode checks its free lists' encoding instead).
+inline std::uint64_t freedFill(std::uint64_t tag, std::size_t word) { return tag ^ (0xf5f5f5f5f5f5f5f5u + word); }
+inline void fillFreed(void* object, std::size_t words) {
+  auto* word = static_cast<std::uint64_t*>(object);
+  for (std::size_t i = 2; i < 2 + words; ++i) word[i] = freedFill(word[1], i);
+}
+// `object` holds its tag: it was freed.
+inline void checkFreedFill(void* object, std::size_t words) {
+  auto* word = static_cast<std::uint64_t*>(object);
+  for (std::size_t i = 2; i < 2 + words; ++i)
+    if (word[i] != freedFill(word[1], i)) [[unlikely]] writeAfterFree(&word[i]);
+}
 
 }  // namespace hardening
 }  // namespace heapkit

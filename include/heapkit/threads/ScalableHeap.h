@@ -76,6 +76,7 @@ class ScalableHeap {
    public:
     static constexpr std::size_t Alignment = kMinAlignment;
     static constexpr bool HardenedAgainstMisuse = kHardened;
+    static constexpr bool SecureAgainstMisuse = secure<Top>();
     explicit SharedRef(ScalableHeap* owner) : owner_(owner) {}
 
     Superblock* takeSuperblock(std::size_t sizeClass, std::size_t objectBytes) {
@@ -114,6 +115,9 @@ class ScalableHeap {
 
  public:
   static constexpr std::size_t Alignment = kMinAlignment;
+  // The layers above (HardenedHeap) read Top's hardening level through this heap.
+  static constexpr bool HardenedAgainstMisuse = kHardened;
+  static constexpr bool SecureAgainstMisuse = secure<Top>();
 
   explicit ScalableHeap(const ScalableCoreConfig& config = Config{})
       : registry_(&onThreadExit), shared_(config.large, config.pool, config.cache, config.segments) {}
@@ -168,7 +172,13 @@ class ScalableHeap {
       Superblock* sb = Superblock::headerAt(address & ~(kSb - 1));
       if (sb->freeToken.load(std::memory_order_relaxed) == Registry::threadCache.freeToken) [[likely]] {
         auto* node = static_cast<FreeNode*>(pointer);
-        if constexpr (kHardened) hardening::checkAndTagFreed(node);
+        if constexpr (kHardened) {
+          // checkAndTagFreed, with the report reached by a jump (core/Hardening.h).
+          std::uint64_t tag = hardening::tagOf(node);
+          if (hardening::secondWord(node) == tag) [[unlikely]] return hardening::reportDoubleFree(node);
+          hardening::secondWord(node) = tag;
+        }
+        sb->template fillFreed<SecureAgainstMisuse>(node);
         if (sb->pushFreed(*this, node)) [[unlikely]] static_cast<ThreadHeap*>(sb->owner)->onLocalSuperblockEmpty(sb);
         return;
       }
@@ -276,6 +286,7 @@ class ScalableHeap {
     }
     auto* node = static_cast<FreeNode*>(flags & superblock::kInteriorPointers ? sb->objectStart(*this, pointer) : pointer);
     if constexpr (kHardened) hardening::checkAndTagFreed(node);
+    sb->template fillFreed<SecureAgainstMisuse>(node);
     // Only the thread-local cache, not the pthread key: a thread that frees but never
     // allocates (a consumer) would look its missing heap up on every free. A thread whose
     // cache names another instance's heap frees through the remote list, which its own

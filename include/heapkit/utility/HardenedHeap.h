@@ -5,28 +5,33 @@
 //
 // The checks that need a layer's state (free-list tags, header cookies, boundary-tag bits)
 // are made by those layers when the composition's top heap is Hardened<Top>. Every
-// heapkit_add_allocator() library puts this layer under ANSIWrapper.
+// heapkit_add_allocator() library puts this layer under ANSIWrapper. Over a Secure<Top>
+// it stands on CanaryHeap (utility/CanaryHeap.h): canaries around every object.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "heapkit/core/Hardening.h"
 #include "heapkit/core/HeapContract.h"
+#include "heapkit/utility/CanaryHeap.h"
 
 namespace heapkit {
 
 template <Heap Super>
-class HardenedHeap : public Super {
+class HardenedHeap : public std::conditional_t<secure<Super>(), CanaryHeap<Super>, Super> {
+  using Base = std::conditional_t<secure<Super>(), CanaryHeap<Super>, Super>;
+
  public:
-  using Super::Super;
+  using Base::Base;
   HardenedHeap() = default;
 
   void free(void* object) {
-    if (reinterpret_cast<std::uintptr_t>(object) % kMinAlignment != 0) [[unlikely]] hardening::invalidPointer(object);
+    if (reinterpret_cast<std::uintptr_t>(object) % kMinAlignment != 0) [[unlikely]] return hardening::reportInvalidPointer(object);
     if constexpr (requires(const Super& heap) { heap.owns(object); }) {
       if (object != nullptr && !Super::owns(object)) [[unlikely]] hardening::invalidPointer(object);
     }
-    Super::free(object);
+    Base::free(object);
   }
 };
 
