@@ -91,8 +91,8 @@ class DmmHeap {
 
   void free(void* object) {
     if (object == nullptr) return;
-    std::uint8_t owner = arena_.ownerOf(object);
-    countWork(*this, 1, 1, 0);
+    std::uint8_t owner = arena_.ownerOf(*this, object);
+    countStep(*this);  // the owner looked up
     if (owner == kFallbackOwner) return fallbackHeap_.free(object);
     std::visit([object](auto& heap) { freeTo(heap, object); }, allocators_[owner - 1]);
   }
@@ -132,7 +132,7 @@ class DmmHeap {
  private:
   std::size_t allocatorFor(std::size_t size) {
     for (std::size_t i = 0; i < count_; ++i) {
-      countWork(*this, 1, 0, 0);
+      countStep(*this);  // a range compared
       if (size <= maxInclusive_[i]) return i;
     }
     return fallback_ == DmmSpec::kFallbackToOs ? count_ : static_cast<std::size_t>(fallback_);

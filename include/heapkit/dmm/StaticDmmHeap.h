@@ -87,8 +87,8 @@ class StaticDmmHeap {
 
   void free(void* object) {
     if (object == nullptr) return;
-    std::uint8_t owner = arena_.ownerOf(object);
-    countWork(*this, 1, 1, 0);
+    std::uint8_t owner = arena_.ownerOf(*this, object);
+    countStep(*this);  // the owner looked up
     if (owner == kFallbackOwner) return fallbackHeap_.free(object);
     freeTo<0>(owner, object);
   }
@@ -124,7 +124,7 @@ class StaticDmmHeap {
       if constexpr (Fallback == kFallbackToOs) return fallbackHeap_.malloc(size);
       else return allocator<static_cast<std::size_t>(Fallback)>().malloc(size);
     } else {
-      countWork(*this, 1);
+      countStep(*this);  // a range compared
       if (size <= RangeAt<I>::kMaxInclusive) return allocator<I>().malloc(size);
       return mallocFrom<I + 1>(size);
     }
