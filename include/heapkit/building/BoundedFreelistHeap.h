@@ -32,8 +32,8 @@ class BoundedFreelistHeap : public Super {
   void* malloc(std::size_t size) {
     // When the parent knows sizes, a cached object too small for this request is left
     // alone, so the list is safe even when requests differ in size.
-    Node* node = loadMetadata(*this, head_);
-    if (node != nullptr && fits(node, size)) {
+    if (loadMetadata(*this, head_) != nullptr && fits(head_, size)) {
+      Node* node = head_;  // the word just loaded
       storeMetadata(*this, head_, loadMetadata(*this, node->next));
       if constexpr (kHardened) hardening::untagAllocated(node);
       if constexpr (Bound != kUnbounded) --length_;

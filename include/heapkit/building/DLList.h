@@ -32,20 +32,17 @@ class DLList {
   template <class H>
   void insert(H& heap, void* object) {
     auto* node = static_cast<Node*>(object);
-    Node* first = loadMetadata(heap, sentinel_.next);
     storeMetadata(heap, node->prev, &sentinel_);
-    storeMetadata(heap, node->next, first);
-    storeMetadata(heap, first->prev, node);
+    storeMetadata(heap, node->next, loadMetadata(heap, sentinel_.next));
+    storeMetadata(heap, loadMetadata(heap, sentinel_.next)->prev, node);
     storeMetadata(heap, sentinel_.next, node);
   }
 
   template <class H>
   static void unlink(H& heap, void* object) {
     auto* node = static_cast<Node*>(object);
-    Node* prev = loadMetadata(heap, node->prev);
-    Node* next = loadMetadata(heap, node->next);
-    storeMetadata(heap, prev->next, next);
-    storeMetadata(heap, next->prev, prev);
+    storeMetadata(heap, loadMetadata(heap, node->prev)->next, loadMetadata(heap, node->next));
+    storeMetadata(heap, loadMetadata(heap, node->next)->prev, loadMetadata(heap, node->prev));
   }
 
   template <class H>

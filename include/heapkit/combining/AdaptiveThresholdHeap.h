@@ -92,7 +92,6 @@ class AdaptiveThresholdHeap : public Super {
   void* removeBestFit(std::size_t size) {
     Node** best = nullptr;
     std::size_t bestSize = 0;
-    Node* bestNode = nullptr;
     for (Node** link = &head_;;) {
       Node* node = loadMetadata(*this, *link);
       if (node == nullptr) break;
@@ -100,14 +99,14 @@ class AdaptiveThresholdHeap : public Super {
       std::size_t candidate = sizeOf(node);
       if (candidate >= size && candidate / limits_.fitSlack <= size && (best == nullptr || candidate < bestSize)) {
         best = link;
-        bestNode = node;
         bestSize = candidate;
       }
       link = &node->next;
     }
     if (best == nullptr) return nullptr;
-    storeMetadata(*this, *best, loadMetadata(*this, bestNode->next));
-    return bestNode;
+    Node* node = loadMetadata(*this, *best);
+    storeMetadata(*this, *best, loadMetadata(*this, node->next));
+    return node;
   }
   struct Node {
     Node* next;
@@ -134,20 +133,21 @@ class AdaptiveThresholdHeap : public Super {
   void releaseIdle() {
     if (limits_.idleOperations == UINT64_MAX) return;
     Node** link = &head_;
-    Node* idle = loadMetadata(*this, *link);
-    while (idle != nullptr && clock_ - loadMetadata(*this, idle->freedAt) <= limits_.idleOperations) {
+    while (loadMetadata(*this, *link) != nullptr && clock_ - loadMetadata(*this, (*link)->freedAt) <= limits_.idleOperations) {
       countStep(*this);  // a node passed
-      link = &idle->next;
-      idle = loadMetadata(*this, *link);
+      link = &(*link)->next;
     }
-    for (; idle != nullptr; idle = loadMetadata(*this, *link)) {
+    while (loadMetadata(*this, *link) != nullptr) {
       countStep(*this);  // a node released
+      Node* idle = *link;  // the word just loaded
       storeMetadata(*this, *link, loadMetadata(*this, idle->next));
       cachedBytes_ -= sizeOf(idle);
       --cachedObjects_;
       Super::free(idle);
     }
   }
+
+
   void* removeFirst() {
     Node* node = head_;
     head_ = node->next;
