@@ -182,30 +182,34 @@ TEST(AccessCounts, BinaryBuddy) {
   Meter meter(arena);
   BuddyHeap<BuddyConfig, Top> heap(config, arena, std::uint8_t{1});
   void *a = nullptr, *b = nullptr;
-  // malloc(8): 8 usable + the 16-byte header: the 32-byte class. The list of 32 probed
-  // (1 step, its head read: 1 read, null); no larger list yet. A new area: requested (1
+  // The lists are DLLists (one per size, circular with a sentinel): a push reads the
+  // sentinel's next twice and writes the node's prev and next, the old first's prev and the
+  // sentinel's next (2 reads, 4 writes); an unlink reads prev and next twice each and writes
+  // two links (4 reads, 2 writes); taking the first reads the sentinel's next (1 read).
+  //
+  // malloc(8): 8 usable + the 16-byte header: the 32-byte class. The list of 32 probed (1
+  // step, the sentinel's next read: 1, empty); no larger list yet. A new area: requested (1
   // step; the arena's obtain 1 step, ArenaHeap's two header words 2 writes); the area list's
   // head read (1), the area's prev, next, the head and the root's bytes written (4). Split
   // 128 -> 64 + 64 and 64 -> 32 + 32 (1 step each); each right half pushed: its word
-  // written (1), its list's head read (1), its next and prev and the head written (3). The
-  // block's word written in use (1), the object's size word (1).
-  //   steps 1+1+1+2 = 5, reads 1+1+2 = 4, writes 2+4+4+4+1+1 = 16
-  EXPECT_EQ(meter([&] { a = heap.malloc(8); }), (Counts{5, 4, 16}));
-  // malloc(8): the list of 32 probed (1 step, head read 1: the right half); unlinked: its
-  // prev and next read (2), the head written (1); its word read (1), written in use (1),
-  // the size word (1).                               steps 1, reads 4, writes 3
-  EXPECT_EQ(meter([&] { b = heap.malloc(8); }), (Counts{1, 4, 3}));
+  // written (1), the push (2 reads, 4 writes). The block's word written in use (1), the
+  // object's size word (1).
+  //   steps 1+1+1+2 = 5, reads 1+1+2+2 = 6, writes 2+4+5+5+1+1 = 18
+  EXPECT_EQ(meter([&] { a = heap.malloc(8); }), (Counts{5, 6, 18}));
+  // malloc(8): the list of 32 probed (1 step, the sentinel's next read 1: the right half),
+  // unlinked (4 reads, 2 writes); its word read (1), written in use (1), the size word (1).
+  //   steps 1, reads 1+4+1 = 6, writes 2+1+1 = 4
+  EXPECT_EQ(meter([&] { b = heap.malloc(8); }), (Counts{1, 6, 4}));
   // free(a): its word read (1); its buddy b looked at (1 step, word read 1): in use. Pushed:
-  // word written (1), head read (1), next, prev, head written (3).
-  //                                                  steps 1, reads 3, writes 4
-  EXPECT_EQ(meter([&] { heap.free(a); }), (Counts{1, 3, 4}));
-  // free(b): its word read (1); buddy a looked at (1 step, read 1): free: unlinked (prev
-  // and next read 2, head written 1), merged (1 step); the 64-byte buddy looked at (1
-  // step, read 1): free: unlinked (2 reads, 1 write), merged (1 step): the root. Trim: the
-  // area unlinked (prev and next read 2, the head written 1), returned (1 step); ArenaHeap
-  // reads its extent's bytes (1), the arena releases it (1 step).
-  //   steps 1+1+1+1+1+1 = 6, reads 1+1+2+1+2+2+1 = 10, writes 1+1+1 = 3
-  EXPECT_EQ(meter([&] { heap.free(b); }), (Counts{6, 10, 3}));
+  // word written (1), the push (2 reads, 4 writes).    steps 1, reads 4, writes 5
+  EXPECT_EQ(meter([&] { heap.free(a); }), (Counts{1, 4, 5}));
+  // free(b): its word read (1); buddy a looked at (1 step, read 1): free: unlinked (4 reads,
+  // 2 writes), merged (1 step); the 64-byte buddy looked at (1 step, read 1): free:
+  // unlinked (4 reads, 2 writes), merged (1 step): the root. Trim: the area unlinked (prev
+  // and next read 2, the head written 1), returned (1 step); ArenaHeap reads its extent's
+  // bytes (1), the arena releases it (1 step).
+  //   steps 1+1+1+1+1+1 = 6, reads 1+1+4+1+4+2+1 = 14, writes 2+2+1 = 5
+  EXPECT_EQ(meter([&] { heap.free(b); }), (Counts{6, 14, 5}));
   EXPECT_EQ(arena.bytesHeld(), 0u);
 }
 

@@ -53,6 +53,13 @@ class DLList {
     return node;
   }
 
+  // How many objects the list holds: a walk, for tests (not counted).
+  std::size_t size() const {
+    std::size_t count = 0;
+    for (const Node* node = sentinel_.next; node != &sentinel_; node = node->next) ++count;
+    return count;
+  }
+
   // The first object whose size (sizeOf, which counts its own read) is at least `size`.
   template <class H, class SizeOf>
   void* removeFirstFit(H& heap, std::size_t size, SizeOf sizeOf) {

@@ -74,6 +74,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "heapkit/building/DLList.h"
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
 #include "heapkit/core/SizeWord.h"
@@ -303,11 +304,6 @@ class BuddyHeap : public Super {
   static constexpr std::size_t kAreaPrefixBytes = sizeof(Area);
   static_assert(kAreaPrefixBytes % kMinAlignment == 0 && Super::Alignment >= kMinAlignment);
 
-  // The links of a free block, in its object.
-  struct FreeLinks {
-    char* next;
-    char* prev;
-  };
 
  public:
   static constexpr std::size_t Alignment = kMinAlignment;
@@ -394,9 +390,7 @@ class BuddyHeap : public Super {
   // The blocks on the free lists (tests compare it with the free blocks the walk finds).
   std::size_t freeListedBlocks() const {
     std::size_t count = 0;
-    for (char* head : freeLists_) {
-      for (char* block = head; block != nullptr; block = linksOf(block)->next) ++count;
-    }
+    for (const DLList& list : freeLists_) count += list.size();
     return count;
   }
 
@@ -408,7 +402,9 @@ class BuddyHeap : public Super {
   static Area* areaOf(char* block, const BlockWord& word) {
     return reinterpret_cast<Area*>(block - word.offset - kAreaPrefixBytes);
   }
-  static FreeLinks* linksOf(char* block) { return reinterpret_cast<FreeLinks*>(block + buddy::kHeaderBytes); }
+  // A free block's list node is its object.
+  static void* nodeOf(char* block) { return block + buddy::kHeaderBytes; }
+  static char* blockOfNode(void* node) { return static_cast<char*>(node) - buddy::kHeaderBytes; }
 
   // Metadata is read and written through these, counted where it is touched
   // (core/Counting.h); over real memory they are plain loads and stores.
@@ -420,27 +416,16 @@ class BuddyHeap : public Super {
   BlockWord readWord(char* block) { return BlockWord::decode(load(*reinterpret_cast<std::size_t*>(block))); }
   void writeWord(char* block, const BlockWord& word) { store(*reinterpret_cast<std::size_t*>(block), word.encode()); }
 
-  // --- free lists: LIFO, doubly linked through the free blocks ---------------------
+  // --- free lists: one DLList per size, LIFO, linked through the free blocks -------
 
   void pushFree(char* block, BlockWord word) {
     word.free = true;
     writeWord(block, word);
-    char* head = load(freeLists_[word.sizeIndex]);
-    FreeLinks* links = linksOf(block);
-    store(links->next, head);
-    store(links->prev, nullptr);
-    if (head != nullptr) store(linksOf(head)->prev, block);
-    store(freeLists_[word.sizeIndex], block);
+    freeLists_[word.sizeIndex].insert(*this, nodeOf(block));
   }
 
-  void unlinkFree(char* block, unsigned sizeIndex) {
-    FreeLinks* links = linksOf(block);
-    char* prev = load(links->prev);
-    char* next = load(links->next);
-    if (prev != nullptr) store(linksOf(prev)->next, next);
-    else store(freeLists_[sizeIndex], next);
-    if (next != nullptr) store(linksOf(next)->prev, prev);
-  }
+  // Wherever it is listed: the list is circular, so a node unlinks itself.
+  void unlinkFree(char* block) { DLList::unlink(*this, nodeOf(block)); }
 
   // The first free block of the smallest size that holds the target, off its list.
   char* takeFreeBlock(unsigned target, BlockWord& word) {
@@ -448,9 +433,9 @@ class BuddyHeap : public Super {
     for (unsigned index = target; index <= highestRootIndex_ && index < classes().count;
          index += buddy::classStride(kind)) {
       countStep(*this);  // a list probed
-      char* block = load(freeLists_[index]);
-      if (block == nullptr) continue;
-      unlinkFree(block, index);
+      void* node = freeLists_[index].removeFirst(*this);
+      if (node == nullptr) continue;
+      char* block = blockOfNode(node);
       word = readWord(block);
       return block;
     }
@@ -513,7 +498,7 @@ class BuddyHeap : public Super {
       countStep(*this);  // a buddy looked at
       BlockWord buddyWord = readWord(buddyBlock);
       if (!buddyWord.free || buddyWord.sizeIndex != buddyIndex) return;
-      unlinkFree(buddyBlock, buddyIndex);
+      unlinkFree(buddyBlock);
       const BlockWord& left = isRight ? buddyWord : word;
       const BlockWord& right = isRight ? word : buddyWord;
       BlockWord parent{parentIndex, false, left.savedRole, right.savedRole, left.offset};
@@ -539,7 +524,7 @@ class BuddyHeap : public Super {
       countStep(*this);  // a block visited
       char* block = root + offset;
       BlockWord word = readWord(block);
-      if (block != lastFreed) unlinkFree(block, word.sizeIndex);
+      if (block != lastFreed) unlinkFree(block);
       offset += bytesOf(word.sizeIndex);
     }
     releaseArea(area);
@@ -559,7 +544,7 @@ class BuddyHeap : public Super {
   [[no_unique_address]] buddy::SizeClassesOf<Params> classes_;
   Area* areas_ = nullptr;
   unsigned highestRootIndex_ = 0;
-  std::array<char*, buddy::kMaxClasses> freeLists_{};
+  std::array<DLList, buddy::kMaxClasses> freeLists_;
 };
 
 }  // namespace heapkit
