@@ -7,6 +7,7 @@
 
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
+#include "heapkit/core/SizeWord.h"
 
 namespace heapkit {
 
@@ -17,25 +18,23 @@ class AdaptHeap : public Super {
   AdaptHeap() = default;
 
   ~AdaptHeap() {
-    while (void* object = dictionary_.removeFirst()) Super::free(object);
+    while (void* object = dictionary_.removeFirst(*this)) Super::free(object);
   }
 
+  // The dictionary counts its own accesses and steps (it is given this heap), and each
+  // candidate's size word is counted as it is read.
   void* malloc(std::size_t size) {
-    void* object = dictionary_.removeFirstFit(size, [this](void* candidate) {
-      countWork(*this, 1, 2, 0);  // a node visited: its size word and its link
-      return Super::getSize(candidate);
-    });
-    if (object != nullptr) countWork(*this, 0, Dictionary::kUnlinkReads, Dictionary::kUnlinkWrites);
+    void* object = dictionary_.removeFirstFit(
+        *this, size, [this](void* candidate) { return sizeword::sizeFrom(*this, static_cast<const Super&>(*this), candidate); });
     return object != nullptr ? object : Super::malloc(size);
   }
 
   void free(void* object) {
     if (object == nullptr) return;
-    dictionary_.insert(object);
-    countWork(*this, 1, Dictionary::kInsertReads, Dictionary::kInsertWrites);
+    dictionary_.insert(*this, object);
   }
 
-  bool empty() const { return dictionary_.empty(); }
+  bool empty() { return dictionary_.empty(*this); }
 
  private:
   Dictionary dictionary_;

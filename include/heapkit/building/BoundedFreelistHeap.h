@@ -9,6 +9,7 @@
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/Hardening.h"
 #include "heapkit/core/HeapContract.h"
+#include "heapkit/core/SizeWord.h"
 
 namespace heapkit {
 
@@ -31,15 +32,13 @@ class BoundedFreelistHeap : public Super {
   void* malloc(std::size_t size) {
     // When the parent knows sizes, a cached object too small for this request is left
     // alone, so the list is safe even when requests differ in size.
-    if (head_ != nullptr && fits(head_, size)) {
-      Node* node = head_;
-      head_ = node->next;
+    if (loadMetadata(*this, head_) != nullptr && fits(head_, size)) {
+      Node* node = head_;  // the word just loaded
+      storeMetadata(*this, head_, loadMetadata(*this, node->next));
       if constexpr (kHardened) hardening::untagAllocated(node);
-      countWork(*this, 1, 2, 1);
       if constexpr (Bound != kUnbounded) --length_;
       return node;
     }
-    countWork(*this, 1, 1, 0);
     return Super::malloc(size);
   }
 
@@ -56,10 +55,9 @@ class BoundedFreelistHeap : public Super {
       ++length_;
     }
     auto* node = static_cast<Node*>(object);
-    node->next = head_;
-    head_ = node;
+    storeMetadata(*this, node->next, loadMetadata(*this, head_));
+    storeMetadata(*this, head_, node);
     if constexpr (kHardened) hardening::tagFreed(object);
-    countWork(*this, 1, 1, 2);
   }
 
   bool empty() const { return head_ == nullptr; }
@@ -74,7 +72,7 @@ class BoundedFreelistHeap : public Super {
 
   bool fits(Node* node, std::size_t size) {
     if constexpr (requires { Super::ListedObjectsFit; }) return true;  // the parent vouches (StrictSegHeap)
-    else if constexpr (SizedHeap<Super>) return Super::getSize(node) >= size;
+    else if constexpr (SizedHeap<Super>) return sizeword::sizeFrom(*this, static_cast<const Super&>(*this), node) >= size;
     else return true;
   }
 

@@ -7,6 +7,7 @@
 
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
+#include "heapkit/core/SizeWord.h"
 
 namespace heapkit {
 
@@ -35,10 +36,9 @@ class ChunkHeap : public Super {
   void* malloc(std::size_t size) {
     if (!fitsAfterAlignUp(size, sizeof(ChunkHeader), kMinAlignment)) return nullptr;
     size = usableBytesFor(size);
-    if (size <= static_cast<std::size_t>(limit_ - cursor_)) {
-      char* object = cursor_;
-      cursor_ += size;
-      countWork(*this, 1, 2, 1);
+    char* object = loadMetadata(*this, cursor_);
+    if (size <= static_cast<std::size_t>(loadMetadata(*this, limit_) - object)) {
+      storeMetadata(*this, cursor_, object + size);
       return object;
     }
     return mallocFromNewChunk(size);
@@ -60,17 +60,17 @@ class ChunkHeap : public Super {
     if (size > kPayloadBytes / 4) return newChunk(size + sizeof(ChunkHeader));
     char* start = newChunk(ChunkBytes);
     if (start == nullptr) return nullptr;
-    cursor_ = start + size;
-    limit_ = start + kPayloadBytes;
+    storeMetadata(*this, cursor_, start + size);
+    storeMetadata(*this, limit_, start + kPayloadBytes);
     return start;
   }
 
   char* newChunk(std::size_t bytes) {
     auto* chunk = static_cast<ChunkHeader*>(Super::malloc(bytes));
+    countStep(*this);  // the chunk requested
     if (chunk == nullptr) return nullptr;
-    chunk->next = chunks_;
-    chunks_ = chunk;
-    countWork(*this, 0, 1, 4);
+    storeMetadata(*this, chunk->next, loadMetadata(*this, chunks_));
+    storeMetadata(*this, chunks_, chunk);
     return reinterpret_cast<char*>(chunk + 1);
   }
 

@@ -41,28 +41,25 @@ class CoalesceHeap : public Super {
   void free(void* block) {
     if (block == nullptr) return;
     if constexpr (hardened<Super>()) Super::checkFreeable(block);
-    void* following = Super::next(block);
-    countWork(*this, 0, 2, 0);  // this block's size word and the next one's
-    if (Super::isFree(following)) {
-      DLList::unlink(following);
-      Super::merge(block, following);
+    // The tag operations and the list count each word they touch (they are given this heap).
+    void* following = Super::next(*this, block);
+    if (Super::isFree(*this, following)) {
+      DLList::unlink(*this, following);
+      Super::merge(*this, block, following);
       countCoalesce(*this);
-      countWork(*this, 0, DLList::kUnlinkReads + 1, DLList::kUnlinkWrites + 1);
     }
-    if (Super::previousIsFree(block)) {
-      void* preceding = Super::previous(block);
-      DLList::unlink(preceding);
-      Super::merge(preceding, block);
+    if (Super::previousIsFree(*this, block)) {
+      void* preceding = Super::previous(*this, block);
+      DLList::unlink(*this, preceding);
+      Super::merge(*this, preceding, block);
       block = preceding;
       countCoalesce(*this);
-      countWork(*this, 0, DLList::kUnlinkReads + 2, DLList::kUnlinkWrites + 1);
     }
-    if (Super::isWholeRegion(block)) {
+    if (Super::isWholeRegion(*this, block)) {
       Super::releaseRegion(block);
       return;
     }
-    Super::setFree(block);
-    countWork(*this, 0, 2, 3);  // setFree: the flag, the length word, the next block's flag
+    Super::setFree(*this, block);
     Super::free(block);
   }
 
@@ -72,15 +69,13 @@ class CoalesceHeap : public Super {
 
   void* carve(void* block, std::size_t wanted) {
     if (block == nullptr) return nullptr;
-    Super::setInUse(block);
-    countWork(*this, 0, 3, 2);
+    Super::setInUse(*this, block);
     // The remainder cannot have a free neighbour after it: the block came either from a
     // free list (free blocks are never adjacent) or fresh from the end of a region.
-    if (Super::usable(block) >= wanted + Super::kMinBlockBytes) {
-      void* rest = Super::split(block, wanted);
-      Super::setFree(rest);
+    if (Super::usable(*this, block) >= wanted + Super::kMinBlockBytes) {
+      void* rest = Super::split(*this, block, wanted);
+      Super::setFree(*this, rest);
       countSplit(*this);
-      countWork(*this, 0, 3, 5);
       Super::free(rest);
     }
     return block;

@@ -1,9 +1,15 @@
 // DLList: a circular doubly linked dictionary of free objects with a sentinel. Any object
 // can unlink itself without knowing which list holds it, which is what lets CoalesceHeap
 // take a free neighbour out of whatever bin it sits in.
+//
+// Every operation takes the heap that owns the list: the sentinel and the links are its
+// metadata, loaded and stored through it (core/Counting.h), so a counting heap counts
+// each access where it happens, and one step per node visited by a search.
 #pragma once
 
 #include <cstddef>
+
+#include "heapkit/core/Counting.h"
 
 namespace heapkit {
 
@@ -14,41 +20,53 @@ class DLList {
     Node* next;
   };
 
-  // Metadata words each operation reads and writes, for counting layers.
-  static constexpr unsigned kInsertReads = 1, kInsertWrites = 4, kUnlinkReads = 2, kUnlinkWrites = 2;
-
   DLList() { sentinel_.prev = sentinel_.next = &sentinel_; }
   DLList(const DLList&) = delete;
   DLList& operator=(const DLList&) = delete;
 
-  bool empty() const { return sentinel_.next == &sentinel_; }
-
-  void insert(void* object) {
-    auto* node = static_cast<Node*>(object);
-    node->prev = &sentinel_;
-    node->next = sentinel_.next;
-    sentinel_.next->prev = node;
-    sentinel_.next = node;
+  template <class H>
+  bool empty(H& heap) const {
+    return loadMetadata(heap, sentinel_.next) == &sentinel_;
   }
 
-  static void unlink(void* object) {
+  template <class H>
+  void insert(H& heap, void* object) {
     auto* node = static_cast<Node*>(object);
-    node->prev->next = node->next;
-    node->next->prev = node->prev;
+    storeMetadata(heap, node->prev, &sentinel_);
+    storeMetadata(heap, node->next, loadMetadata(heap, sentinel_.next));
+    storeMetadata(heap, loadMetadata(heap, sentinel_.next)->prev, node);
+    storeMetadata(heap, sentinel_.next, node);
   }
 
-  void* removeFirst() {
-    if (empty()) return nullptr;
-    Node* node = sentinel_.next;
-    unlink(node);
+  template <class H>
+  static void unlink(H& heap, void* object) {
+    auto* node = static_cast<Node*>(object);
+    storeMetadata(heap, loadMetadata(heap, node->prev)->next, loadMetadata(heap, node->next));
+    storeMetadata(heap, loadMetadata(heap, node->next)->prev, loadMetadata(heap, node->prev));
+  }
+
+  template <class H>
+  void* removeFirst(H& heap) {
+    Node* node = loadMetadata(heap, sentinel_.next);
+    if (node == &sentinel_) return nullptr;
+    unlink(heap, node);
     return node;
   }
 
-  template <class SizeOf>
-  void* removeFirstFit(std::size_t size, SizeOf sizeOf) {
-    for (Node* node = sentinel_.next; node != &sentinel_; node = node->next) {
+  // How many objects the list holds: a walk, for tests (not counted).
+  std::size_t size() const {
+    std::size_t count = 0;
+    for (const Node* node = sentinel_.next; node != &sentinel_; node = node->next) ++count;
+    return count;
+  }
+
+  // The first object whose size (sizeOf, which counts its own read) is at least `size`.
+  template <class H, class SizeOf>
+  void* removeFirstFit(H& heap, std::size_t size, SizeOf sizeOf) {
+    for (Node* node = loadMetadata(heap, sentinel_.next); node != &sentinel_; node = loadMetadata(heap, node->next)) {
+      countStep(heap);  // a node visited
       if (sizeOf(node) >= size) {
-        unlink(node);
+        unlink(heap, node);
         return node;
       }
     }

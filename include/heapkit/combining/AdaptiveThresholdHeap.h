@@ -23,6 +23,7 @@
 
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
+#include "heapkit/core/SizeWord.h"
 
 namespace heapkit {
 
@@ -51,8 +52,7 @@ class AdaptiveThresholdHeap : public Super {
     releaseIdle();
     void* object = removeBestFit(size);
     if (object == nullptr) return Super::malloc(size);
-    countWork(*this, 0, 1, 1);
-    cachedBytes_ -= Super::getSize(object);
+    cachedBytes_ -= sizeOf(object);
     --cachedObjects_;
     return object;
   }
@@ -60,7 +60,7 @@ class AdaptiveThresholdHeap : public Super {
   void free(void* object) {
     if (object == nullptr) return;
     ++clock_;
-    std::size_t size = Super::getSize(object);
+    std::size_t size = sizeOf(object);
     if (size > maxCachedBytes_ || size > limits_.maxObjectBytes) {
       Super::free(object);
       releaseIdle();
@@ -68,8 +68,10 @@ class AdaptiveThresholdHeap : public Super {
     }
     cachedBytes_ += size;
     ++cachedObjects_;
-    head_ = new (object) Node{head_, clock_};
-    countWork(*this, 1, 2, 3);
+    auto* node = static_cast<Node*>(object);
+    storeMetadata(*this, node->next, loadMetadata(*this, head_));
+    storeMetadata(*this, node->freedAt, clock_);
+    storeMetadata(*this, head_, node);
     while (cachedBytes_ > maxCachedBytes_ || cachedObjects_ > limits_.maxObjects) releaseOldest();
     releaseIdle();
   }
@@ -90,29 +92,39 @@ class AdaptiveThresholdHeap : public Super {
   void* removeBestFit(std::size_t size) {
     Node** best = nullptr;
     std::size_t bestSize = 0;
-    for (Node** link = &head_; *link != nullptr; link = &(*link)->next) {
-      countWork(*this, 1, 2, 0);
-      std::size_t candidate = Super::getSize(*link);
+    for (Node** link = &head_;;) {
+      Node* node = loadMetadata(*this, *link);
+      if (node == nullptr) break;
+      countStep(*this);  // a node visited
+      std::size_t candidate = sizeOf(node);
       if (candidate >= size && candidate / limits_.fitSlack <= size && (best == nullptr || candidate < bestSize)) {
         best = link;
         bestSize = candidate;
       }
+      link = &node->next;
     }
     if (best == nullptr) return nullptr;
-    Node* node = *best;
-    *best = node->next;
+    Node* node = loadMetadata(*this, *best);
+    storeMetadata(*this, *best, loadMetadata(*this, node->next));
     return node;
   }
   struct Node {
     Node* next;
     std::uint64_t freedAt;  // clock_ when it was freed
   };
+  // The object's size, read from its size word as part of this layer's work.
+  std::size_t sizeOf(void* object) { return sizeword::sizeFrom(*this, static_cast<const Super&>(*this), object); }
+
   void releaseOldest() {
     Node** link = &head_;
-    while ((*link)->next != nullptr) link = &(*link)->next;
-    Node* oldest = *link;
-    *link = nullptr;
-    cachedBytes_ -= Super::getSize(oldest);
+    Node* oldest = loadMetadata(*this, *link);
+    while (Node* next = loadMetadata(*this, oldest->next)) {
+      countStep(*this);  // a node passed
+      link = &oldest->next;
+      oldest = next;
+    }
+    storeMetadata(*this, *link, nullptr);
+    cachedBytes_ -= sizeOf(oldest);
     --cachedObjects_;
     Super::free(oldest);
   }
@@ -121,15 +133,21 @@ class AdaptiveThresholdHeap : public Super {
   void releaseIdle() {
     if (limits_.idleOperations == UINT64_MAX) return;
     Node** link = &head_;
-    while (*link != nullptr && clock_ - (*link)->freedAt <= limits_.idleOperations) link = &(*link)->next;
-    while (*link != nullptr) {
-      Node* idle = *link;
-      *link = idle->next;
-      cachedBytes_ -= Super::getSize(idle);
+    while (loadMetadata(*this, *link) != nullptr && clock_ - loadMetadata(*this, (*link)->freedAt) <= limits_.idleOperations) {
+      countStep(*this);  // a node passed
+      link = &(*link)->next;
+    }
+    while (loadMetadata(*this, *link) != nullptr) {
+      countStep(*this);  // a node released
+      Node* idle = *link;  // the word just loaded
+      storeMetadata(*this, *link, loadMetadata(*this, idle->next));
+      cachedBytes_ -= sizeOf(idle);
       --cachedObjects_;
       Super::free(idle);
     }
   }
+
+
   void* removeFirst() {
     Node* node = head_;
     head_ = node->next;

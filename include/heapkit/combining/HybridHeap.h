@@ -41,21 +41,21 @@ class RoutingHeap : public SmallHeap {
   explicit RoutingHeap(Args&&... args) : SmallHeap(args...), big_(makeBigHeap(args...)) {}
 
   void* malloc(std::size_t size) {
-    countWork(*this, 1);
+    countStep(*this);  // the route chosen
     if (size <= threshold_.threshold()) return SmallHeap::malloc(size);
     void* object = big_.malloc(size);
-    if (object != nullptr) sizeword::addFlags(object, sizeword::kRoutedToBigHeap);
+    if (object != nullptr) sizeword::addFlags(*this, object, sizeword::kRoutedToBigHeap);
     return object;
   }
 
   void free(void* object) {
     if (object == nullptr) return;
-    countWork(*this, 1, 1, 0);
-    if (!(sizeword::flags(object) & sizeword::kRoutedToBigHeap)) {
+    countStep(*this);  // the route looked up
+    if (!(sizeword::flags(*this, object) & sizeword::kRoutedToBigHeap)) {
       SmallHeap::free(object);
       return;
     }
-    sizeword::clearFlags(object, sizeword::kRoutedToBigHeap);
+    sizeword::clearFlags(*this, object, sizeword::kRoutedToBigHeap);
     if constexpr (requires(SmallHeap& small) { threshold_.bigFreed(std::size_t{}, small); }) {
       std::size_t size = big_.getSize(object);
       big_.free(object);

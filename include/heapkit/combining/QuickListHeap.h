@@ -10,6 +10,7 @@
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/Hardening.h"
 #include "heapkit/core/HeapContract.h"
+#include "heapkit/core/SizeWord.h"
 
 namespace heapkit {
 
@@ -40,8 +41,8 @@ class QuickListHeap : public Super {
 
   void free(void* object) {
     if (object == nullptr) return;
-    std::size_t list = Super::getSize(object) / 16;
-    countWork(*this, 1, 1, 0);
+    std::size_t list = sizeword::sizeFrom(*this, static_cast<const Super&>(*this), object) / 16;
+    countStep(*this);  // the list's lookup
     if (list < kLists) {
       // The heap below sees quick-listed objects as in use: its checks tell a pointer that
       // is no block of its own (a glibc chunk's header passes a test of its size word
@@ -50,9 +51,8 @@ class QuickListHeap : public Super {
       if constexpr (kHardened && requires { Super::checkFreeable(object); }) Super::checkFreeable(object);
       if constexpr (kHardened) hardening::checkAndTagFreed(object);
       auto* node = static_cast<Node*>(object);
-      node->next = heads_[list];
-      heads_[list] = node;
-      countWork(*this, 1, 1, 2);
+      storeMetadata(*this, node->next, loadMetadata(*this, heads_[list]));
+      storeMetadata(*this, heads_[list], node);
       ++quickObjects_;
       return;
     }
@@ -62,11 +62,10 @@ class QuickListHeap : public Super {
   // Give every quick-listed object back to the heap below.
   void consolidate() {
     for (Node*& head : heads_) {
-      countWork(*this, 1, 1, 0);
-      while (head != nullptr) {
-        Node* node = head;
-        head = node->next;
-        countWork(*this, 1, 1, 1);
+      countStep(*this);  // a list visited
+      while (Node* node = loadMetadata(*this, head)) {
+        countStep(*this);  // a node handed down
+        storeMetadata(*this, head, loadMetadata(*this, node->next));
         Super::free(node);
       }
     }
@@ -80,10 +79,9 @@ class QuickListHeap : public Super {
     if (size <= MaxQuickBytes) {
       // The list of exactly the usable size the heap below would give this request.
       std::size_t list = usableSizeFor(size) / 16;
-      countWork(*this, 2, 1, 0);  // the list's lookup and its head
-      if (Node* node = heads_[list]) {
-        heads_[list] = node->next;
-        countWork(*this, 0, 1, 1);
+      countStep(*this);  // the list's lookup
+      if (Node* node = loadMetadata(*this, heads_[list])) {
+        storeMetadata(*this, heads_[list], loadMetadata(*this, node->next));
         return node;
       }
     }

@@ -13,6 +13,7 @@
 #include "heapkit/combining/SizeClassBitmap.h"
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
+#include "heapkit/core/SizeWord.h"
 
 namespace heapkit {
 
@@ -53,15 +54,15 @@ class SegHeap : public BigHeap {
   // Only from the bins: nullptr when no cached object fits.
   void* mallocCached(std::size_t size) {
     std::size_t sizeClass = SizeToClass(size);
-    countWork(*this, 1);
+    countStep(*this);  // the class lookup
     if (sizeClass >= NumBins) return nullptr;
-    for (std::size_t bin = nonEmpty_.firstAtOrAbove(sizeClass); bin != nonEmpty_.kNone;
-         bin = nonEmpty_.firstAtOrAbove(bin + 1)) {
-      countWork(*this, 1, 1, 0);  // a bin probed, found through the bitmap
+    for (std::size_t bin = nonEmpty_.firstAtOrAbove(*this, sizeClass); bin != nonEmpty_.kNone;
+         bin = nonEmpty_.firstAtOrAbove(*this, bin + 1)) {
+      countStep(*this);  // a bin probed, found through the bitmap
       void* object = bins_[bin].malloc(size);
       // Neighbours may have been unlinked behind the bin's back (coalescing), so the
       // bitmap is a hint: an empty bin found here is cleared.
-      if (bins_[bin].empty()) nonEmpty_.clear(bin);
+      if (bins_[bin].empty()) nonEmpty_.clear(*this, bin);
       if (object != nullptr) return object;
     }
     return nullptr;
@@ -69,14 +70,14 @@ class SegHeap : public BigHeap {
 
   void free(void* object) {
     if (object == nullptr) return;
-    std::size_t sizeClass = SizeToClass(BigHeap::getSize(object));
-    countWork(*this, 1, 2, 1);  // the size word; the bitmap's word
+    std::size_t sizeClass = SizeToClass(sizeword::sizeFrom(*this, static_cast<const BigHeap&>(*this), object));
+    countStep(*this);  // the class lookup
     if (sizeClass >= NumBins) {
       BigHeap::free(object);
       return;
     }
     bins_[sizeClass].free(object);
-    nonEmpty_.set(sizeClass);
+    nonEmpty_.set(*this, sizeClass);
   }
 
  private:

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "heapkit/core/Counting.h"
+
 namespace heapkit {
 
 template <std::size_t NumBins>
@@ -14,17 +16,29 @@ class SizeClassBitmap {
  public:
   static constexpr std::size_t kNone = NumBins;
 
-  void set(std::size_t bin) { words_[bin / 64] |= std::uint64_t{1} << (bin % 64); }
-  void clear(std::size_t bin) { words_[bin / 64] &= ~(std::uint64_t{1} << (bin % 64)); }
+  // Each word is metadata of the heap that owns the bitmap, read and written through it
+  // (core/Counting.h).
+  template <class H>
+  void set(H& heap, std::size_t bin) {
+    std::uint64_t& word = words_[bin / 64];
+    storeMetadata(heap, word, loadMetadata(heap, word) | std::uint64_t{1} << (bin % 64));
+  }
+  template <class H>
+  void clear(H& heap, std::size_t bin) {
+    std::uint64_t& word = words_[bin / 64];
+    storeMetadata(heap, word, loadMetadata(heap, word) & ~(std::uint64_t{1} << (bin % 64)));
+  }
 
-  // The first marked bin >= bin, or kNone.
-  std::size_t firstAtOrAbove(std::size_t bin) const {
+  // The first marked bin >= bin, or kNone. One step for each further word scanned.
+  template <class H>
+  std::size_t firstAtOrAbove(H& heap, std::size_t bin) const {
     if (bin >= NumBins) return kNone;
     std::size_t word = bin / 64;
-    std::uint64_t bits = words_[word] & (~std::uint64_t{0} << (bin % 64));
+    std::uint64_t bits = loadMetadata(heap, words_[word]) & (~std::uint64_t{0} << (bin % 64));
     while (bits == 0) {
       if (++word == kWords) return kNone;
-      bits = words_[word];
+      countStep(heap);
+      bits = loadMetadata(heap, words_[word]);
     }
     return word * 64 + static_cast<std::size_t>(std::countr_zero(bits));
   }

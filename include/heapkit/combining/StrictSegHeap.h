@@ -17,6 +17,7 @@
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/Hardening.h"
 #include "heapkit/core/HeapContract.h"
+#include "heapkit/core/SizeWord.h"
 
 namespace heapkit {
 
@@ -59,7 +60,7 @@ class StrictSegHeap : public BigHeap {
 
   void* malloc(std::size_t size) {
     std::size_t sizeClass = SizeToClass(size);
-    countWork(*this, 1);
+    countStep(*this);  // the class lookup
     if (sizeClass >= NumBins) return BigHeap::malloc(size);
     std::size_t classSize = ClassToSize(sizeClass);
     if (void* object = slots_.bins[sizeClass].malloc(classSize)) return object;
@@ -68,9 +69,9 @@ class StrictSegHeap : public BigHeap {
 
   void free(void* object) {
     if (object == nullptr) return;
-    std::size_t size = BigHeap::getSize(object);
+    std::size_t size = sizeword::sizeFrom(*this, static_cast<const BigHeap&>(*this), object);
     std::size_t sizeClass = SizeToClass(size);
-    countWork(*this, 1, 1, 0);
+    countStep(*this);  // the class lookup
     // An object bigger than asked for belongs to the largest class it can fully serve.
     if (sizeClass < NumBins && ClassToSize(sizeClass) > size) {
       if (sizeClass == 0) {

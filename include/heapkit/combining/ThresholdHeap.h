@@ -9,6 +9,7 @@
 #include "heapkit/building/SLList.h"
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
+#include "heapkit/core/SizeWord.h"
 
 namespace heapkit {
 
@@ -19,30 +20,26 @@ class ThresholdHeap : public Super {
   ThresholdHeap() = default;
 
   ~ThresholdHeap() {
-    while (void* object = cache_.removeFirst()) Super::free(object);
+    while (void* object = cache_.removeFirst(*this)) Super::free(object);
   }
 
   void* malloc(std::size_t size) {
-    void* object = cache_.removeFirstFit(size, [this](void* candidate) {
-      countWork(*this, 1, 2, 0);
-      return Super::getSize(candidate);
-    });
+    void* object = cache_.removeFirstFit(
+        *this, size, [this](void* candidate) { return sizeword::sizeFrom(*this, static_cast<const Super&>(*this), candidate); });
     if (object == nullptr) return Super::malloc(size);
-    countWork(*this, 0, 1, 1);
-    cachedBytes_ -= Super::getSize(object);
+    cachedBytes_ -= sizeword::sizeFrom(*this, static_cast<const Super&>(*this), object);
     return object;
   }
 
   void free(void* object) {
     if (object == nullptr) return;
-    std::size_t size = Super::getSize(object);
+    std::size_t size = sizeword::sizeFrom(*this, static_cast<const Super&>(*this), object);
     if (cachedBytes_ + size > MaxCachedBytes) {
       Super::free(object);
       return;
     }
     cachedBytes_ += size;
-    cache_.insert(object);
-    countWork(*this, 1, 2, 3);
+    cache_.insert(*this, object);
   }
 
   std::size_t cachedBytes() const { return cachedBytes_; }

@@ -51,15 +51,9 @@ concept CountingHeap = requires(H& heap) {
   { heap.workCounts() } -> std::same_as<WorkCounts&>;
 };
 
-template <class H>
-inline void countWork(H& heap, std::uint64_t steps, std::uint64_t reads = 0, std::uint64_t writes = 0) {
-  if constexpr (CountingHeap<H>) {
-    WorkCounts& counts = heap.workCounts();
-    counts.steps += steps;
-    counts.reads += reads;
-    counts.writes += writes;
-  }
-}
+// The heap to pass where code touches metadata outside any heap's work (a test's walk,
+// a const query): its loads and stores are plain and counted nowhere.
+struct Uncounted {};
 
 // A metadata word, loaded through the heap's memory policy.
 template <class H, class T>

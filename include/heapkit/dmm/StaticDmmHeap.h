@@ -8,7 +8,8 @@
 //                                         heapkit::SizeRange<128, heapkit::kNoBound, heapkit::LeaHeap>>;
 //
 // It hands out the same addresses and holds the same bytes as DmmHeap on the same spec
-// (tests/sim/emit_test.cpp), and counts the same work over counted memory.
+// (tests/sim/emit_test.cpp), and counts the same work over counted memory: both are the
+// one routing (DmmRouting) over their allocators.
 #pragma once
 
 #include <cstddef>
@@ -17,15 +18,12 @@
 #include <type_traits>
 #include <utility>
 
-#include "heapkit/core/Counting.h"
-#include "heapkit/core/HeapContract.h"
-#include "heapkit/dmm/DmmHeap.h"
+#include "heapkit/dmm/DmmRouting.h"
 #include "heapkit/top/ArenaHeap.h"
 
 namespace heapkit {
 
 inline constexpr std::size_t kNoBound = SIZE_MAX;
-inline constexpr int kFallbackToOs = -1;
 
 // The allocator a design built from values would take no configuration from.
 struct NoConfig {};
@@ -65,127 +63,57 @@ struct Slots<Top, std::index_sequence<I...>, Ranges...> : Slot<Ranges, Top, I>..
 };
 }  // namespace staticdmm
 
-template <class Memory, int Fallback, class... Ranges>
-class StaticDmmHeap {
+// A design's allocators as types (DmmRouting's Allocators policy): the ranges are
+// constants, and visiting allocator i unrolls into a comparison per allocator.
+template <class Top, int Fallback, class... Ranges>
+class TypedAllocators {
  public:
-  using Arena = ReservedArena<Memory>;
-  using Top = ArenaHeap<Arena>;
-  static constexpr std::size_t kCount = sizeof...(Ranges);
-  static_assert(kCount >= 1 && kCount < 255, "a design has 1 to 254 allocators");
-  static_assert(Fallback == kFallbackToOs || (Fallback >= 0 && Fallback < static_cast<int>(kCount)));
+  static constexpr std::size_t kMaxCount = sizeof...(Ranges);
+  static_assert(kMaxCount >= 1 && kMaxCount < 255, "a design has 1 to 254 allocators");
+  static_assert(Fallback == kFallbackToOs || (Fallback >= 0 && Fallback < static_cast<int>(kMaxCount)));
 
-  static constexpr std::size_t Alignment = kMinAlignment;
-  static constexpr bool KeepsSizeWord = false;  // memalign is its own, as DmmHeap's
-  static constexpr bool SimulatesData = Memory::kSimulatesData;
-  static constexpr std::uint8_t kFallbackOwner = 255;
+  template <class Arena>
+  explicit TypedAllocators(Arena& arena) : slots_(arena) {}
 
-  explicit StaticDmmHeap(std::size_t reserveBytes = Arena::kDefaultReserveBytes)
-      : arena_(reserveBytes), fallbackHeap_(arena_, kFallbackOwner), slots_(arena_) {}
-  StaticDmmHeap(const StaticDmmHeap&) = delete;
-  StaticDmmHeap& operator=(const StaticDmmHeap&) = delete;
+  static constexpr std::size_t count() { return kMaxCount; }
+  static constexpr std::size_t maxInclusive(std::size_t i) { return kMaxInclusive[i]; }
+  static constexpr int fallback() { return Fallback; }
 
-  void* malloc(std::size_t size) { return mallocFrom<0>(size); }
-
-  // As DmmHeap's: routed by the padded size; an allocator that aligns by itself does,
-  // the others get the padded object with the offset in the word before the aligned one.
-  void* memalign(std::size_t alignment, std::size_t size) {
-    if (alignment <= kMinAlignment) return malloc(size);
-    if (size > SIZE_MAX / 2 - alignment) return nullptr;
-    return memalignFrom<0>(alignment, size, size + alignment - kMinAlignment);
+  template <class F>
+  decltype(auto) visit(std::size_t i, F&& f) {
+    return visitFrom<0>(i, f);
   }
-
-  void free(void* object) {
-    if (object == nullptr) return;
-    std::uint8_t owner = arena_.ownerOf(object);
-    countWork(*this, 1, 1, 0);
-    if (owner == kFallbackOwner) return fallbackHeap_.free(dmmalign::realObject(object));
-    freeTo<0>(owner, object);
-  }
-
-  std::size_t getSize(void* object) {
-    std::uint8_t owner = arena_.ownerOf(object);
-    if (owner == kFallbackOwner) return dmmalign::sizeIn(fallbackHeap_, object);
-    return sizeIn<0>(owner, object);
-  }
-
-  std::size_t bytesHeld() const { return arena_.bytesHeld(); }
-  std::size_t peakBytesHeld() const { return arena_.peakBytesHeld(); }
-  std::size_t residentBytes() const { return arena_.residentBytes(); }
-  std::size_t peakResidentBytes() const { return arena_.peakResidentBytes(); }
-  const Arena& arena() const { return arena_; }
-
-  WorkCounts& workCounts()
-    requires Memory::kCounts
-  {
-    return arena_.workCounts();
-  }
+  // Each allocator gives its memory back when the slots are destroyed, before the arena.
+  void release() {}
 
  private:
+  static constexpr std::size_t kMaxInclusive[] = {Ranges::kMaxInclusive...};
   template <std::size_t I>
   using RangeAt = std::tuple_element_t<I, std::tuple<Ranges...>>;
-  template <std::size_t I>
-  auto& allocator() {
-    return static_cast<staticdmm::Slot<RangeAt<I>, Top, I>&>(slots_).heap;
-  }
 
-  // The first range that holds the size; one step per range compared, as DmmHeap counts.
-  template <std::size_t I>
-  void* mallocFrom(std::size_t size) {
-    if constexpr (I == kCount) {
-      if constexpr (Fallback == kFallbackToOs) return fallbackHeap_.malloc(size);
-      else return allocator<static_cast<std::size_t>(Fallback)>().malloc(size);
+  template <std::size_t I, class F>
+  decltype(auto) visitFrom(std::size_t i, F& f) {
+    auto& heap = static_cast<staticdmm::Slot<RangeAt<I>, Top, I>&>(slots_).heap;
+    if constexpr (I + 1 == kMaxCount) {
+      return f(heap);
     } else {
-      countWork(*this, 1);
-      if (size <= RangeAt<I>::kMaxInclusive) return allocator<I>().malloc(size);
-      return mallocFrom<I + 1>(size);
-    }
-  }
-  template <std::size_t I>
-  static constexpr bool kAlignsItself =
-      dmmalign::alignsItself<std::remove_reference_t<decltype(std::declval<StaticDmmHeap&>().template allocator<I>())>>;
-
-  template <std::size_t I>
-  void* memalignFrom(std::size_t alignment, std::size_t size, std::size_t padded) {
-    if constexpr (I == kCount) {
-      if constexpr (Fallback == kFallbackToOs) return dmmalign::tag(fallbackHeap_.malloc(padded), alignment);
-      else return alignedIn<static_cast<std::size_t>(Fallback)>(alignment, size, padded);
-    } else {
-      countWork(*this, 1);
-      if (padded <= RangeAt<I>::kMaxInclusive) return alignedIn<I>(alignment, size, padded);
-      return memalignFrom<I + 1>(alignment, size, padded);
-    }
-  }
-  template <std::size_t I>
-  void* alignedIn(std::size_t alignment, std::size_t size, std::size_t padded) {
-    if constexpr (kAlignsItself<I>) return allocator<I>().memalign(alignment, size);
-    else return dmmalign::tag(allocator<I>().malloc(padded), alignment);
-  }
-  template <std::size_t I>
-  void freeTo(std::uint8_t owner, void* object) {
-    if constexpr (I < kCount) {
-      if (owner == I + 1) {
-        if constexpr (kAlignsItself<I>) return allocator<I>().free(object);
-        else return allocator<I>().free(dmmalign::realObject(object));
-      }
-      freeTo<I + 1>(owner, object);
-    }
-  }
-  template <std::size_t I>
-  std::size_t sizeIn(std::uint8_t owner, void* object) {
-    if constexpr (I == kCount) {
-      return 0;
-    } else {
-      if (owner == I + 1) {
-        if constexpr (kAlignsItself<I>) return allocator<I>().getSize(object);
-        else return dmmalign::sizeIn(allocator<I>(), object);
-      }
-      return sizeIn<I + 1>(owner, object);
+      if (i == I) return f(heap);
+      return visitFrom<I + 1>(i, f);
     }
   }
 
-  Arena arena_;
-  Top fallbackHeap_;
   staticdmm::Slots<Top, std::index_sequence_for<Ranges...>, Ranges...> slots_;
+};
+
+template <class Memory, int Fallback, class... Ranges>
+class StaticDmmHeap : public DmmRouting<Memory, TypedAllocators<ArenaHeap<ReservedArena<Memory>>, Fallback, Ranges...>> {
+  using Routing = DmmRouting<Memory, TypedAllocators<ArenaHeap<ReservedArena<Memory>>, Fallback, Ranges...>>;
+
+ public:
+  using Arena = typename Routing::Arena;
+  static constexpr std::size_t kCount = sizeof...(Ranges);
+
+  explicit StaticDmmHeap(std::size_t reserveBytes = Arena::kDefaultReserveBytes) : Routing(reserveBytes) {}
 };
 
 }  // namespace heapkit

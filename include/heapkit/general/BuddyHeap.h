@@ -74,6 +74,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "heapkit/building/DLList.h"
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
 #include "heapkit/core/SizeWord.h"
@@ -303,11 +304,6 @@ class BuddyHeap : public Super {
   static constexpr std::size_t kAreaPrefixBytes = sizeof(Area);
   static_assert(kAreaPrefixBytes % kMinAlignment == 0 && Super::Alignment >= kMinAlignment);
 
-  // The links of a free block, in its object.
-  struct FreeLinks {
-    char* next;
-    char* prev;
-  };
 
  public:
   static constexpr std::size_t Alignment = kMinAlignment;
@@ -340,8 +336,7 @@ class BuddyHeap : public Super {
     word.free = false;
     writeWord(block, word);
     void* object = block + buddy::kHeaderBytes;
-    sizeword::set(object, bytesOf(word.sizeIndex) - buddy::kHeaderBytes);
-    countWork(*this, 0, 0, 1);
+    sizeword::set(*this, object, bytesOf(word.sizeIndex) - buddy::kHeaderBytes);
     if (!params_.coalesce) adjustLiveBlocks(areaOf(block, word), +1);
     return object;
   }
@@ -395,9 +390,7 @@ class BuddyHeap : public Super {
   // The blocks on the free lists (tests compare it with the free blocks the walk finds).
   std::size_t freeListedBlocks() const {
     std::size_t count = 0;
-    for (char* head : freeLists_) {
-      for (char* block = head; block != nullptr; block = linksOf(block)->next) ++count;
-    }
+    for (const DLList& list : freeLists_) count += list.size();
     return count;
   }
 
@@ -409,48 +402,40 @@ class BuddyHeap : public Super {
   static Area* areaOf(char* block, const BlockWord& word) {
     return reinterpret_cast<Area*>(block - word.offset - kAreaPrefixBytes);
   }
-  static FreeLinks* linksOf(char* block) { return reinterpret_cast<FreeLinks*>(block + buddy::kHeaderBytes); }
+  // A free block's list node is its object.
+  static void* nodeOf(char* block) { return block + buddy::kHeaderBytes; }
+  static char* blockOfNode(void* node) { return static_cast<char*>(node) - buddy::kHeaderBytes; }
 
-  BlockWord readWord(char* block) {
-    countWork(*this, 0, 1, 0);
-    return BlockWord::decode(*reinterpret_cast<std::size_t*>(block));
-  }
-  void writeWord(char* block, const BlockWord& word) {
-    countWork(*this, 0, 0, 1);
-    *reinterpret_cast<std::size_t*>(block) = word.encode();
-  }
+  // Metadata is read and written through these, counted where it is touched
+  // (core/Counting.h); over real memory they are plain loads and stores.
+  template <class T>
+  T load(const T& word) { return loadMetadata(*this, word); }
+  template <class T, class V>
+  void store(T& word, V value) { storeMetadata(*this, word, static_cast<T>(value)); }
 
-  // --- free lists: LIFO, doubly linked through the free blocks ---------------------
+  BlockWord readWord(char* block) { return BlockWord::decode(load(*reinterpret_cast<std::size_t*>(block))); }
+  void writeWord(char* block, const BlockWord& word) { store(*reinterpret_cast<std::size_t*>(block), word.encode()); }
+
+  // --- free lists: one DLList per size, LIFO, linked through the free blocks -------
 
   void pushFree(char* block, BlockWord word) {
     word.free = true;
     writeWord(block, word);
-    char*& head = freeLists_[word.sizeIndex];
-    FreeLinks* links = linksOf(block);
-    links->next = head;
-    links->prev = nullptr;
-    countWork(*this, 0, 1, head != nullptr ? 4 : 3);
-    if (head != nullptr) linksOf(head)->prev = block;
-    head = block;
+    freeLists_[word.sizeIndex].insert(*this, nodeOf(block));
   }
 
-  void unlinkFree(char* block, unsigned sizeIndex) {
-    FreeLinks* links = linksOf(block);
-    if (links->prev != nullptr) linksOf(links->prev)->next = links->next;
-    else freeLists_[sizeIndex] = links->next;
-    if (links->next != nullptr) linksOf(links->next)->prev = links->prev;
-    countWork(*this, 0, 2, links->next != nullptr ? 2 : 1);
-  }
+  // Wherever it is listed: the list is circular, so a node unlinks itself.
+  void unlinkFree(char* block) { DLList::unlink(*this, nodeOf(block)); }
 
   // The first free block of the smallest size that holds the target, off its list.
   char* takeFreeBlock(unsigned target, BlockWord& word) {
     const BuddyKind kind = params_.kind;
     for (unsigned index = target; index <= highestRootIndex_ && index < classes().count;
          index += buddy::classStride(kind)) {
-      countWork(*this, 1, 1, 0);
-      char* block = freeLists_[index];
-      if (block == nullptr) continue;
-      unlinkFree(block, index);
+      countStep(*this);  // a list probed
+      void* node = freeLists_[index].removeFirst(*this);
+      if (node == nullptr) continue;
+      char* block = blockOfNode(node);
       word = readWord(block);
       return block;
     }
@@ -462,14 +447,15 @@ class BuddyHeap : public Super {
     unsigned root = std::max(classes().areaRoot[buddy::systemOf(params_.kind, target)], target);
     std::size_t rootBytes = bytesOf(root);
     auto* area = static_cast<Area*>(Super::malloc(kAreaPrefixBytes + rootBytes));
+    countStep(*this);  // the area requested
     if (area == nullptr) return nullptr;
-    area->prev = nullptr;
-    area->next = areas_;
-    if (areas_ != nullptr) areas_->prev = area;
-    areas_ = area;
-    area->rootBytes = rootBytes;
-    area->liveBlocks = 0;
-    countWork(*this, 0, 1, 5);
+    Area* head = load(areas_);
+    store(area->prev, nullptr);
+    store(area->next, head);
+    if (head != nullptr) store(head->prev, area);
+    store(areas_, area);
+    store(area->rootBytes, rootBytes);
+    if (!params_.coalesce) store(area->liveBlocks, 0);
     highestRootIndex_ = std::max(highestRootIndex_, root);
     word = BlockWord{root, false, Role::kRoot, Role::kRoot, 0};
     return rootOf(area);
@@ -509,10 +495,10 @@ class BuddyHeap : public Super {
       auto buddyIndex = static_cast<unsigned>(isRight ? buddy::leftChild(kind, parentIndex)
                                                       : buddy::rightChild(kind, parentIndex));
       char* buddyBlock = isRight ? block - bytesOf(buddyIndex) : block + bytesOf(word.sizeIndex);
-      countWork(*this, 1);
+      countStep(*this);  // a buddy looked at
       BlockWord buddyWord = readWord(buddyBlock);
       if (!buddyWord.free || buddyWord.sizeIndex != buddyIndex) return;
-      unlinkFree(buddyBlock, buddyIndex);
+      unlinkFree(buddyBlock);
       const BlockWord& left = isRight ? buddyWord : word;
       const BlockWord& right = isRight ? word : buddyWord;
       BlockWord parent{parentIndex, false, left.savedRole, right.savedRole, left.offset};
@@ -524,32 +510,33 @@ class BuddyHeap : public Super {
 
   // Not coalescing: the live blocks of an area, for trim. Returns the new count.
   std::size_t adjustLiveBlocks(Area* area, int change) {
-    area->liveBlocks += static_cast<std::size_t>(change);
-    countWork(*this, 0, 1, 1);
-    return area->liveBlocks;
+    std::size_t live = load(area->liveBlocks) + static_cast<std::size_t>(change);
+    store(area->liveBlocks, live);
+    return live;
   }
 
   // Not coalescing, the area's last live block was freed: take its other blocks, all
   // free, off their lists, then give the area back.
   void releaseWhollyFreeArea(Area* area, char* lastFreed) {
     char* root = rootOf(area);
-    for (std::size_t offset = 0; offset < area->rootBytes;) {
+    std::size_t rootBytes = load(area->rootBytes);
+    for (std::size_t offset = 0; offset < rootBytes;) {
+      countStep(*this);  // a block visited
       char* block = root + offset;
       BlockWord word = readWord(block);
-      if (block != lastFreed) {
-        countWork(*this, 1);
-        unlinkFree(block, word.sizeIndex);
-      }
+      if (block != lastFreed) unlinkFree(block);
       offset += bytesOf(word.sizeIndex);
     }
     releaseArea(area);
   }
 
   void releaseArea(Area* area) {
-    if (area->prev != nullptr) area->prev->next = area->next;
-    else areas_ = area->next;
-    if (area->next != nullptr) area->next->prev = area->prev;
-    countWork(*this, 0, 2, 2);
+    Area* prev = load(area->prev);
+    Area* next = load(area->next);
+    if (prev != nullptr) store(prev->next, next);
+    else store(areas_, next);
+    if (next != nullptr) store(next->prev, prev);
+    countStep(*this);  // the area returned
     Super::free(area);
   }
 
@@ -557,7 +544,7 @@ class BuddyHeap : public Super {
   [[no_unique_address]] buddy::SizeClassesOf<Params> classes_;
   Area* areas_ = nullptr;
   unsigned highestRootIndex_ = 0;
-  std::array<char*, buddy::kMaxClasses> freeLists_{};
+  std::array<DLList, buddy::kMaxClasses> freeLists_;
 };
 
 }  // namespace heapkit

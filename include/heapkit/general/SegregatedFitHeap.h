@@ -28,8 +28,9 @@
 // design trims. A request larger than a quarter of a chunk gets a chunk of its own.
 //
 // Counting (core/Counting.h, docs/simulator.md): one step per class lookup, per list
-// probed, per list or tree node visited, per split, merge and chunk request; every read
-// and write of a header, tag, link or list head is one metadata access.
+// probed, per list or tree node visited, per split, merge and chunk requested or returned;
+// every header, tag, link, list head, tail cursor and chunk record is read and written
+// through load and store below, which count the access where it happens.
 #pragma once
 
 #include <sys/mman.h>
@@ -146,7 +147,6 @@ class SegregatedFitHeap : public Super {
 
   struct Tail {
     char* cursor = nullptr;  // the tail pseudo-block; nullptr: no current chunk
-    Chunk* chunk = nullptr;
   };
 
  public:
@@ -192,8 +192,14 @@ class SegregatedFitHeap : public Super {
       }
     }
     if (block != nullptr) {
-      markInUse(block);
-      if (config_.split && lengthOf(block) >= length + kMinBlockBytes) splitOff(block, length);
+      std::size_t word = readWord(block) & ~kFree;
+      std::size_t found = word & ~sizeword::kFlagMask;
+      if (config_.split && found >= length + kMinBlockBytes) {
+        splitOff(block, word, length);  // the remainder, free, stays before the next block
+      } else {
+        writeWord(block, word);
+        if (tagged()) setFlagsOf(block + found, 0, kPreviousFree);
+      }
     } else {
       block = carve(list, length);
       if (block == nullptr) return nullptr;
@@ -205,11 +211,12 @@ class SegregatedFitHeap : public Super {
     if (object == nullptr || config_.region) return;
     char* block = blockOf(static_cast<char*>(object));
     ++freesSinceCoalescing_;
+    std::size_t word = readWord(block);
     if (config_.coalescing == Coalescing::Immediate) {
-      block = mergeWithNeighbours(block);
+      block = mergeWithNeighbours(block, word);
       if (block == nullptr) return;  // it went back to a tail or a released chunk
     }
-    insertFree(block);
+    insertFree(block, word);
   }
 
   std::size_t getSize(void* object) const {
@@ -247,28 +254,28 @@ class SegregatedFitHeap : public Super {
     return *reinterpret_cast<std::size_t*>(block + header - sizeof(std::size_t));
   }
   std::size_t& sizeWordRef(char* block) const { return wordAt(block, headerBytes()); }
+  // Uncounted: for forEachBlock, which observes the heap from outside.
   std::size_t rawWord(char* block) const { return sizeWordRef(block); }
   std::size_t rawLength(char* block) const { return rawWord(block) & ~sizeword::kFlagMask; }
 
-  std::size_t readWord(char* block) {
-    countWork(*this, 0, 1, 0);
-    return sizeWordRef(block);
-  }
-  void writeWord(char* block, std::size_t word) {
-    countWork(*this, 0, 0, 1);
-    sizeWordRef(block) = word;
-  }
+  // Every metadata word goes through these: plain loads and stores over real memory,
+  // counted at their address over a counting top heap.
+  template <class T>
+  T load(const T& word) { return loadMetadata(*this, word); }
+  template <class T, class V>
+  void store(T& word, V value) { storeMetadata(*this, word, static_cast<T>(value)); }
+
+  std::size_t readWord(char* block) { return load(sizeWordRef(block)); }
+  void writeWord(char* block, std::size_t word) { store(sizeWordRef(block), word); }
   std::size_t lengthOf(char* block) { return readWord(block) & ~sizeword::kFlagMask; }
   char* nextBlock(char* block) { return block + lengthOf(block); }
 
   // Boundary tags: a free block's length in its last word.
   void writeFooter(char* block, std::size_t length) {
-    countWork(*this, 0, 0, 1);
-    *reinterpret_cast<std::size_t*>(block + length - sizeof(std::size_t)) = length;
+    store(*reinterpret_cast<std::size_t*>(block + length - sizeof(std::size_t)), length);
   }
   char* previousBlock(char* block) {
-    countWork(*this, 0, 1, 0);
-    return block - *reinterpret_cast<std::size_t*>(block - sizeof(std::size_t));
+    return block - load(*reinterpret_cast<std::size_t*>(block - sizeof(std::size_t)));
   }
   void setFlagsOf(char* block, std::size_t set, std::size_t clear) {
     writeWord(block, (readWord(block) | set) & ~clear);
@@ -281,9 +288,9 @@ class SegregatedFitHeap : public Super {
     return reinterpret_cast<char*>(chunk) + sizeof(Chunk) + 16 - headerBytes();
   }
   // The fence's block position: room for its header before the chunk ends.
-  char* fenceOf(Chunk* chunk) const {
+  char* fenceOf(Chunk* chunk) {
     char* first = firstBlock(chunk);
-    char* end = reinterpret_cast<char*>(chunk) + chunk->bytes;
+    char* end = reinterpret_cast<char*>(chunk) + load(chunk->bytes);
     return first + ((static_cast<std::size_t>(end - first) - headerBytes()) & ~std::size_t{15});
   }
 
@@ -292,14 +299,14 @@ class SegregatedFitHeap : public Super {
     std::size_t bytes = std::max(nextChunkBytes_, length + overhead);
     // The parent adds its own header and rounds to pages: ask for what fills the pages.
     auto* chunk = static_cast<Chunk*>(Super::malloc(bytes > 16 ? bytes - 16 : bytes));
-    countWork(*this, 1, 0, 0);
+    countStep(*this);  // the chunk requested
     if (chunk == nullptr) return nullptr;
-    chunk->bytes = Super::getSize(chunk) & ~std::size_t{15};
-    chunk->prev = nullptr;
-    chunk->next = chunks_;
-    if (chunks_ != nullptr) chunks_->prev = chunk;
-    chunks_ = chunk;
-    countWork(*this, 0, 0, 4);
+    store(chunk->bytes, Super::getSize(chunk) & ~std::size_t{15});
+    Chunk* head = load(chunks_);
+    store(chunk->prev, nullptr);
+    store(chunk->next, head);
+    if (head != nullptr) store(head->prev, chunk);
+    store(chunks_, chunk);
     writeWord(fenceOf(chunk), 0);
     if (length + overhead <= nextChunkBytes_) {
       std::size_t grown = nextChunkBytes_ / 100 * config_.chunkGrowthPercent;
@@ -309,15 +316,17 @@ class SegregatedFitHeap : public Super {
   }
 
   void releaseChunk(Chunk* chunk) {
-    if (chunk->prev != nullptr) chunk->prev->next = chunk->next;
-    else chunks_ = chunk->next;
-    if (chunk->next != nullptr) chunk->next->prev = chunk->prev;
-    countWork(*this, 1, 2, 2);
+    Chunk* prev = load(chunk->prev);
+    Chunk* next = load(chunk->next);
+    if (prev != nullptr) store(prev->next, next);
+    else store(chunks_, next);
+    if (next != nullptr) store(next->prev, prev);
+    countStep(*this);  // the chunk returned
     Super::free(chunk);
   }
 
   bool isWholeChunk(char* block, std::size_t word) {
-    return (word & kFirst) != 0 && rawLength(block + (word & ~sizeword::kFlagMask)) == 0;
+    return (word & kFirst) != 0 && lengthOf(block + (word & ~sizeword::kFlagMask)) == 0;
   }
   Chunk* chunkOfFirst(char* block) const {
     return reinterpret_cast<Chunk*>(block - (sizeof(Chunk) + 16 - headerBytes()));
@@ -328,32 +337,30 @@ class SegregatedFitHeap : public Super {
   Tail& tailFor(std::size_t list) { return tails_[config_.perClassChunks ? list : 0]; }
 
   bool tailFits(std::size_t list, std::size_t length) {
-    Tail& tail = tailFor(list);
-    return tail.cursor != nullptr && lengthOf(tail.cursor) >= length;
+    char* cursor = load(tailFor(list).cursor);
+    return cursor != nullptr && lengthOf(cursor) >= length;
   }
 
   char* carve(std::size_t list, std::size_t length) {
     Tail& tail = tailFor(list);
-    countWork(*this, 0, 1, 0);
-    if (tail.cursor == nullptr || lengthOf(tail.cursor) < length) {
+    char* block = load(tail.cursor);
+    if (block == nullptr || lengthOf(block) < length) {
       std::size_t chunkPayload = nextChunkBytes_ - sizeof(Chunk) - 32;
       if (length > chunkPayload / 4) return ownChunk(length);
       Chunk* chunk = newChunk(length);
       if (chunk == nullptr) return nullptr;
-      retireTail(tail);
-      char* first = firstBlock(chunk);
-      writeWord(first, static_cast<std::size_t>(fenceOf(chunk) - first) | kTail | kFirst);
-      tail = {first, chunk};
+      retireTail(tail, block);
+      block = firstBlock(chunk);
+      writeWord(block, static_cast<std::size_t>(fenceOf(chunk) - block) | kTail | kFirst);
     }
-    char* block = tail.cursor;
     std::size_t word = readWord(block);
     std::size_t rest = (word & ~sizeword::kFlagMask) - length;
     writeWord(block, length | (word & (kPreviousFree | kFirst)));
     if (rest == 0) {
-      tail = {};  // used up: the block ends at the fence
+      store(tail.cursor, nullptr);  // used up: the block ends at the fence
     } else {
-      tail.cursor = block + length;
-      writeWord(tail.cursor, rest | kTail);
+      store(tail.cursor, block + length);
+      writeWord(block + length, rest | kTail);
     }
     return block;
   }
@@ -373,22 +380,23 @@ class SegregatedFitHeap : public Super {
 
   // A chunk stops being current: what is left of its tail becomes a free block where
   // blocks of any length may be listed, and otherwise stays unused (counted as waste).
-  void retireTail(Tail& tail) {
-    if (tail.cursor == nullptr) return;
-    char* block = tail.cursor;
+  // `block` is the cursor, already read.
+  void retireTail(Tail& tail, char* block) {
+    if (block == nullptr) return;
     std::size_t word = readWord(block);
     std::size_t length = word & ~sizeword::kFlagMask;
-    tail = {};
-    writeWord(block, length | (word & (kPreviousFree | kFirst)));
+    store(tail.cursor, nullptr);
+    word = length | (word & (kPreviousFree | kFirst));
+    writeWord(block, word);
     if (length >= kMinBlockBytes && config_.classes == SizeClasses::Ranges && !config_.region) {
-      insertFree(block);
+      insertFree(block, word);
     }
   }
 
   // ---- splitting and merging -------------------------------------------------------------
 
-  void splitOff(char* block, std::size_t keep) {
-    std::size_t word = readWord(block);
+  // `word` is the block's size word as read (the block being taken, so not free).
+  void splitOff(char* block, std::size_t word, std::size_t keep) {
     std::size_t total = word & ~sizeword::kFlagMask;
     writeWord(block, keep | (word & (kPreviousFree | kFirst)));
     char* rest = block + keep;
@@ -396,19 +404,14 @@ class SegregatedFitHeap : public Super {
     countSplit(*this);
     // With deferred coalescing the block after may be free: the remainder then merges
     // later, in the next pass.
-    insertFree(rest);
-  }
-
-  void markInUse(char* block) {
-    setFlagsOf(block, 0, kFree);
-    if (tagged()) setFlagsOf(block + lengthOf(block), 0, kPreviousFree);
+    insertFree(rest, total - keep);
   }
 
   // Immediate coalescing: the block absorbs free neighbours; a block next to the tail
   // gives itself back to it; a wholly free chunk goes back to the parent if the design
-  // trims. Returns the block to list, or nullptr when there is none.
-  char* mergeWithNeighbours(char* block) {
-    std::size_t word = readWord(block);
+  // trims. Returns the block to list, or nullptr when there is none; `word` is the block's
+  // size word as read, and becomes the returned block's as last written.
+  char* mergeWithNeighbours(char* block, std::size_t& word) {
     char* following = block + (word & ~sizeword::kFlagMask);
     std::size_t followingWord = readWord(following);
     // One free block follows at most, unless coalescing is deferred.
@@ -431,13 +434,14 @@ class SegregatedFitHeap : public Super {
     }
     if ((followingWord & kTail) != 0) {
       for (std::size_t t = 0; t < tailCount_; ++t) {
-        if (tails_[t].cursor != following) continue;
+        countStep(*this);  // a tail compared
+        if (load(tails_[t].cursor) != following) continue;
         std::size_t length = (word & ~sizeword::kFlagMask) + (followingWord & ~sizeword::kFlagMask);
         writeWord(block, length | kTail | (word & (kPreviousFree | kFirst)));
-        tails_[t].cursor = block;
+        store(tails_[t].cursor, block);
         countCoalesce(*this);
         if ((word & kFirst) != 0 && config_.trim) {
-          tails_[t] = {};
+          store(tails_[t].cursor, nullptr);
           releaseChunk(chunkOfFirst(block));
         }
         return nullptr;
@@ -453,17 +457,17 @@ class SegregatedFitHeap : public Super {
   // Deferred coalescing: one pass over every chunk merges each run of free blocks.
   void coalesceEverything() {
     freesSinceCoalescing_ = 0;
-    Chunk* chunk = chunks_;
+    Chunk* chunk = load(chunks_);
     while (chunk != nullptr) {
-      Chunk* nextChunk = chunk->next;
-      countWork(*this, 1, 1, 0);
+      countStep(*this);  // a chunk visited
+      Chunk* nextChunk = load(chunk->next);
       char* block = firstBlock(chunk);
       bool released = false;
       while (!released) {
         std::size_t word = readWord(block);
         std::size_t length = word & ~sizeword::kFlagMask;
         if (length == 0 || (word & kTail) != 0) break;
-        countWork(*this, 1, 0, 0);
+        countStep(*this);  // a block visited
         char* following = block + length;
         if ((word & kFree) == 0 || (readWord(following) & (kFree | kTail)) == 0) {
           if ((word & kFree) != 0 && config_.trim && isWholeChunk(block, word)) {
@@ -475,10 +479,10 @@ class SegregatedFitHeap : public Super {
           continue;
         }
         removeFree(block, length);
-        char* merged = mergeWithNeighbours(block);
+        char* merged = mergeWithNeighbours(block, word);
         if (merged == nullptr) break;  // given to the tail, or the chunk went back
-        insertFree(merged);
-        block = merged + rawLength(merged);
+        insertFree(merged, word);
+        block = merged + (word & ~sizeword::kFlagMask);
       }
       chunk = nextChunk;
     }
@@ -487,7 +491,7 @@ class SegregatedFitHeap : public Super {
   // ---- size classes ----------------------------------------------------------------------
 
   std::size_t listOf(std::size_t length) {
-    countWork(*this, 1, 0, 0);
+    countStep(*this);  // the class lookup
     if (config_.classes == SizeClasses::Exact) return std::min(length / 16, listCount_ - 1);
     const std::size_t* bounds = config_.classBounds;
     std::size_t count = config_.classCount;
@@ -502,16 +506,19 @@ class SegregatedFitHeap : public Super {
   }
 
   // ---- free lists ----------------------------------------------------------------------
+  // A list keeps what its structure and order use, and no more: prev links only when
+  // doubly linked, a tail only for FIFO order, a rover only for next fit.
 
   static Links& linksOf(char* object) { return *reinterpret_cast<Links*>(object); }
   Links& links(char* block) { return linksOf(objectOf(block)); }
-  char* nextOf(char* block) {
-    countWork(*this, 1, 1, 0);
-    return links(block).next;
-  }
+  char* nextOf(char* block) { return load(links(block).next); }
+  bool doubly() const { return config_.structure == ListStructure::DoublyLinked; }
+  bool fifo() const { return config_.order == ListOrder::Fifo; }
 
-  void insertFree(char* block) {
-    std::size_t word = readWord(block);
+  void insertFree(char* block) { insertFree(block, readWord(block)); }
+
+  // `word` is the block's size word, as its caller last read or wrote it.
+  void insertFree(char* block, std::size_t word) {
     std::size_t length = word & ~sizeword::kFlagMask;
     writeWord(block, word | kFree);
     if (tagged()) {
@@ -520,90 +527,99 @@ class SegregatedFitHeap : public Super {
     }
     ListHead& list = lists_[listOf(length)];
     if (config_.structure == ListStructure::SizeTree) {
-      list.head = treeInsert(list.head, block, length);
+      store(list.head, treeInsert(load(list.head), block, length));
       return;
     }
-    bool doubly = config_.structure == ListStructure::DoublyLinked;
-    char* before = nullptr;  // insert after this one (nullptr: at the head)
-    if (config_.order == ListOrder::Fifo) {
-      before = list.tail;
-    } else if (config_.order == ListOrder::Address) {
-      for (char* node = list.head; node != nullptr && node < block; node = nextOf(node)) before = node;
+    char* before = nullptr;  // insert between these two (nullptr: the list's ends)
+    char* after = nullptr;
+    if (fifo()) {
+      before = load(list.tail);
+    } else {
+      after = load(list.head);
+      if (config_.order == ListOrder::Address) {
+        while (after != nullptr && after < block) {
+          countStep(*this);  // a node passed
+          before = after;
+          after = nextOf(after);
+        }
+      }
     }
-    char* after = before == nullptr ? list.head : links(before).next;
-    links(block).next = after;
-    if (doubly) links(block).prev = before;
-    if (before == nullptr) list.head = block;
-    else links(before).next = block;
-    if (after == nullptr) list.tail = block;
-    else if (doubly) links(after).prev = block;
-    countWork(*this, 0, 1, 4);
+    store(links(block).next, after);
+    if (doubly()) store(links(block).prev, before);
+    if (before == nullptr) store(list.head, block);
+    else store(links(before).next, block);
+    if (after == nullptr) {
+      if (fifo()) store(list.tail, block);
+    } else if (doubly()) {
+      store(links(after).prev, block);
+    }
   }
 
   // Takes a free block of `length` out of its list (a neighbour being merged).
   void removeFree(char* block, std::size_t length) {
     ListHead& list = lists_[listOf(length)];
     if (config_.structure == ListStructure::SizeTree) {
-      list.head = treeErase(list.head, block, length);
+      store(list.head, treeErase(load(list.head), block, length));
       return;
     }
-    char* before = nullptr;
-    if (config_.structure == ListStructure::DoublyLinked) {
-      countWork(*this, 0, 1, 0);
-      before = links(block).prev;
-    } else {
-      for (char* node = list.head; node != block; node = nextOf(node)) before = node;
-    }
-    unlink(list, before, block);
+    char* before = doubly() ? load(links(block).prev) : predecessorOf(list, block);
+    char* after = unlink(list, before, block);
+    if (config_.fit == ListFit::Next && load(list.rover) == block) store(list.rover, after);
   }
 
-  void unlink(ListHead& list, char* before, char* block) {
-    char* after = links(block).next;
-    if (before == nullptr) list.head = after;
-    else links(before).next = after;
-    if (after == nullptr) list.tail = before;
-    else if (config_.structure == ListStructure::DoublyLinked) links(after).prev = before;
-    if (list.rover == block) list.rover = after;
-    countWork(*this, 0, 2, 2);
+  // Returns the block that followed.
+  char* unlink(ListHead& list, char* before, char* block) {
+    char* after = nextOf(block);
+    if (before == nullptr) store(list.head, after);
+    else store(links(before).next, after);
+    if (after == nullptr) {
+      if (fifo()) store(list.tail, before);
+    } else if (doubly()) {
+      store(links(after).prev, before);
+    }
+    return after;
   }
 
   // The block a fit chooses, taken out of its list; nullptr when no list has one.
   char* searchLists(std::size_t first, std::size_t length) {
     std::size_t last = config_.searchLargerClasses ? listCount_ - 1 : first;
     for (std::size_t i = first; i <= last; ++i) {
+      countStep(*this);  // a list probed
       ListHead& list = lists_[i];
-      countWork(*this, 1, 1, 0);
-      if (list.head == nullptr) continue;
-      char* found = config_.structure == ListStructure::SizeTree ? treeFind(list, length) : listFind(list, length);
+      char* head = load(list.head);
+      if (head == nullptr) continue;
+      char* found = config_.structure == ListStructure::SizeTree ? treeFind(list, head, length) : listFind(list, head, length);
       if (found != nullptr) return found;
     }
     return nullptr;
   }
 
-  char* listFind(ListHead& list, std::size_t length) {
+  char* listFind(ListHead& list, char* head, std::size_t length) {
     char* chosen = nullptr;
     char* chosenBefore = nullptr;
     std::size_t chosenLength = 0;
     ListFit fit = config_.fit;
-    char* start = list.head;
+    char* start = head;
     char* before = nullptr;
-    if (fit == ListFit::Next && list.rover != nullptr) {
-      start = list.rover;
-      before = config_.structure == ListStructure::DoublyLinked ? links(start).prev : predecessorOf(list, start);
+    if (fit == ListFit::Next) {
+      if (char* rover = load(list.rover); rover != nullptr) {
+        start = rover;
+        before = doubly() ? load(links(start).prev) : predecessorOf(list, start);
+      }
     }
     char* node = start;
     bool wrapped = false;
     while (true) {
       if (node == nullptr) {
-        if (fit != ListFit::Next || wrapped || start == list.head) break;
+        if (fit != ListFit::Next || wrapped || start == head) break;
         wrapped = true;
-        node = list.head;
+        node = head;
         before = nullptr;
         continue;
       }
       if (wrapped && node == start) break;
-      countWork(*this, 1, 1, 0);
-      std::size_t nodeLength = rawLength(node);
+      countStep(*this);  // a node visited
+      std::size_t nodeLength = lengthOf(node);
       bool fits = fit == ListFit::Exact ? nodeLength == length : nodeLength >= length;
       if (fits) {
         bool better = chosen == nullptr || (fit == ListFit::Best && nodeLength < chosenLength) ||
@@ -620,21 +636,24 @@ class SegregatedFitHeap : public Super {
       node = nextOf(node);
     }
     if (chosen == nullptr) return nullptr;
-    char* after = links(chosen).next;
-    unlink(list, chosenBefore, chosen);
-    if (fit == ListFit::Next) list.rover = after;
+    char* after = unlink(list, chosenBefore, chosen);
+    if (fit == ListFit::Next) store(list.rover, after);
     return chosen;
   }
 
   char* predecessorOf(ListHead& list, char* block) {
     char* before = nullptr;
-    for (char* node = list.head; node != block; node = nextOf(node)) before = node;
+    for (char* node = load(list.head); node != block; node = nextOf(node)) {
+      countStep(*this);  // a node passed
+      before = node;
+    }
     return before;
   }
 
   // ---- the size tree: a treap keyed by (length, address) ---------------------------------
   // Priorities are a hash of the block's address, so they need no storage; the arena's
-  // aligned base makes them the same in the simulator and for real.
+  // aligned base makes them the same in the simulator and for real. One step per node
+  // visited; the links a level reads and writes are counted where the code touches them.
 
   static std::uint32_t priorityOf(char* block) {
     auto x = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(block));
@@ -644,97 +663,94 @@ class SegregatedFitHeap : public Super {
     x *= 0x846ca68bU;
     return x ^ (x >> 16);
   }
-  char*& left(char* block) { return links(block).next; }
-  char*& right(char* block) { return links(block).prev; }
+  char* leftOf(char* block) { return load(links(block).next); }
+  char* rightOf(char* block) { return load(links(block).prev); }
+  void setLeft(char* block, char* child) { store(links(block).next, child); }
+  void setRight(char* block, char* child) { store(links(block).prev, child); }
   bool keyLess(char* a, std::size_t aLength, char* b) {
-    std::size_t bLength = rawLength(b);
+    std::size_t bLength = lengthOf(b);
     return aLength < bLength || (aLength == bLength && a < b);
   }
 
   char* treeInsert(char* root, char* block, std::size_t length) {
-    countWork(*this, 1, 1, 0);
     if (root == nullptr) {
-      left(block) = right(block) = nullptr;
-      countWork(*this, 0, 0, 2);
+      setLeft(block, nullptr);
+      setRight(block, nullptr);
       return block;
     }
+    countStep(*this);  // a node visited
     if (keyLess(block, length, root)) {
-      left(root) = treeInsert(left(root), block, length);
-      if (priorityOf(left(root)) > priorityOf(root)) root = rotateRight(root);
+      char* child = treeInsert(leftOf(root), block, length);
+      setLeft(root, child);
+      if (priorityOf(child) > priorityOf(root)) root = rotateRight(root, child);
     } else {
-      right(root) = treeInsert(right(root), block, length);
-      if (priorityOf(right(root)) > priorityOf(root)) root = rotateLeft(root);
+      char* child = treeInsert(rightOf(root), block, length);
+      setRight(root, child);
+      if (priorityOf(child) > priorityOf(root)) root = rotateLeft(root, child);
     }
-    countWork(*this, 0, 0, 1);
     return root;
   }
 
-  char* rotateRight(char* root) {
-    char* pivot = left(root);
-    left(root) = right(pivot);
-    right(pivot) = root;
-    countWork(*this, 1, 2, 2);
+  // `pivot` is root's left (right) child, already read.
+  char* rotateRight(char* root, char* pivot) {
+    setLeft(root, rightOf(pivot));
+    setRight(pivot, root);
     return pivot;
   }
-  char* rotateLeft(char* root) {
-    char* pivot = right(root);
-    right(root) = left(pivot);
-    left(pivot) = root;
-    countWork(*this, 1, 2, 2);
+  char* rotateLeft(char* root, char* pivot) {
+    setRight(root, leftOf(pivot));
+    setLeft(pivot, root);
     return pivot;
   }
 
   char* treeErase(char* root, char* block, std::size_t length) {
-    countWork(*this, 1, 1, 0);
     if (root == nullptr) return nullptr;
-    if (root == block) return treeJoin(left(root), right(root));
-    if (keyLess(block, length, root)) left(root) = treeErase(left(root), block, length);
-    else right(root) = treeErase(right(root), block, length);
-    countWork(*this, 0, 0, 1);
+    countStep(*this);  // a node visited
+    if (root == block) return treeJoin(leftOf(root), rightOf(root));
+    if (keyLess(block, length, root)) setLeft(root, treeErase(leftOf(root), block, length));
+    else setRight(root, treeErase(rightOf(root), block, length));
     return root;
   }
 
   char* treeJoin(char* a, char* b) {
-    countWork(*this, 1, 2, 0);
     if (a == nullptr) return b;
     if (b == nullptr) return a;
+    countStep(*this);  // two nodes merged into one subtree
     if (priorityOf(a) > priorityOf(b)) {
-      right(a) = treeJoin(right(a), b);
-      countWork(*this, 0, 0, 1);
+      setRight(a, treeJoin(rightOf(a), b));
       return a;
     }
-    left(b) = treeJoin(a, left(b));
-    countWork(*this, 0, 0, 1);
+    setLeft(b, treeJoin(a, leftOf(b)));
     return b;
   }
 
   // Best (and first: in a size-ordered tree the first fit is the best) is the smallest
   // block at least `length` long, exact the one equal to it, worst the longest.
-  char* treeFind(ListHead& list, std::size_t length) {
+  char* treeFind(ListHead& list, char* root, std::size_t length) {
     char* chosen = nullptr;
     std::size_t chosenLength = 0;
     if (config_.fit == ListFit::Worst) {
-      for (char* node = list.head; node != nullptr; node = right(node)) {
-        countWork(*this, 1, 2, 0);
+      for (char* node = root; node != nullptr; node = rightOf(node)) {
+        countStep(*this);  // a node visited
         chosen = node;
       }
-      if (chosen != nullptr) chosenLength = rawLength(chosen);
-      if (chosen == nullptr || chosenLength < length) return nullptr;
+      chosenLength = lengthOf(chosen);
+      if (chosenLength < length) return nullptr;
     } else {
-      for (char* node = list.head; node != nullptr;) {
-        countWork(*this, 1, 2, 0);
-        std::size_t nodeLength = rawLength(node);
+      for (char* node = root; node != nullptr;) {
+        countStep(*this);  // a node visited
+        std::size_t nodeLength = lengthOf(node);
         if (nodeLength >= length) {
           chosen = node;
           chosenLength = nodeLength;
-          node = left(node);
+          node = leftOf(node);
         } else {
-          node = right(node);
+          node = rightOf(node);
         }
       }
       if (chosen == nullptr || (config_.fit == ListFit::Exact && chosenLength != length)) return nullptr;
     }
-    list.head = treeErase(list.head, chosen, chosenLength);
+    store(list.head, treeErase(root, chosen, chosenLength));
     return chosen;
   }
 

@@ -38,31 +38,51 @@ struct BoundaryTags {
     return usable < kMinBlockBytes - kSizeWordBytes ? kMinBlockBytes - kSizeWordBytes : usable;
   }
 
+  // Each operation takes the heap whose blocks these are: the size words and tags are its
+  // metadata, loaded and stored through it (core/Counting.h), so a counting heap counts
+  // each access where it happens. The forms without a heap count nothing (const queries).
+  template <class H>
+  static std::size_t usable(H& heap, void* block) { return blockBytes(heap, block) - kSizeWordBytes; }
   static std::size_t usable(void* block) { return blockBytes(block) - kSizeWordBytes; }
+  template <class H>
+  static bool isFree(H& heap, void* block) { return (loadMetadata(heap, sizeWord(block)) & kFree) != 0; }
   static bool isFree(void* block) { return (sizeWord(block) & kFree) != 0; }
   // A free block tells the next block its length, in its own last word.
-  static void setFree(void* block) {
-    sizeWord(block) |= kFree;
-    void* following = next(block);
-    previousBytes(following) = blockBytes(block);
-    sizeWord(following) |= kPreviousFree;
+  template <class H>
+  static void setFree(H& heap, void* block) {
+    std::size_t word = loadMetadata(heap, sizeWord(block)) | kFree;
+    storeMetadata(heap, sizeWord(block), word);
+    std::size_t bytes = word & ~sizeword::kFlagMask;
+    void* following = static_cast<char*>(block) + bytes;
+    storeMetadata(heap, previousBytes(following), bytes);
+    storeMetadata(heap, sizeWord(following), loadMetadata(heap, sizeWord(following)) | kPreviousFree);
   }
-  static void setInUse(void* block) {
-    sizeWord(block) &= ~kFree;
-    sizeWord(next(block)) &= ~kPreviousFree;
+  template <class H>
+  static void setInUse(H& heap, void* block) {
+    std::size_t word = loadMetadata(heap, sizeWord(block));
+    storeMetadata(heap, sizeWord(block), word & ~kFree);
+    void* following = static_cast<char*>(block) + (word & ~sizeword::kFlagMask);
+    storeMetadata(heap, sizeWord(following), loadMetadata(heap, sizeWord(following)) & ~kPreviousFree);
   }
+  template <class H>
+  static void* next(H& heap, void* block) { return static_cast<char*>(block) + blockBytes(heap, block); }
   static void* next(void* block) { return static_cast<char*>(block) + blockBytes(block); }
+  template <class H>
+  static bool previousIsFree(H& heap, void* block) { return (loadMetadata(heap, sizeWord(block)) & kPreviousFree) != 0; }
   static bool previousIsFree(void* block) { return (sizeWord(block) & kPreviousFree) != 0; }
   // Only when previousIsFree(block): otherwise the length word is the previous block's data.
-  static void* previous(void* block) { return static_cast<char*>(block) - previousBytes(block); }
+  template <class H>
+  static void* previous(H& heap, void* block) { return static_cast<char*>(block) - loadMetadata(heap, previousBytes(block)); }
 
   // Cut `block` (in use) to `keep` usable bytes, a value of usableSizeFor; returns the
   // remainder, a block of its own, in use. Requires usable(block) >= keep + kMinBlockBytes.
-  static void* split(void* block, std::size_t keep) {
-    std::size_t total = blockBytes(block), keepBytes = keep + kSizeWordBytes;
+  template <class H>
+  static void* split(H& heap, void* block, std::size_t keep) {
+    std::size_t word = loadMetadata(heap, sizeWord(block));
+    std::size_t total = word & ~sizeword::kFlagMask, keepBytes = keep + kSizeWordBytes;
     char* rest = static_cast<char*>(block) + keepBytes;
-    sizeWord(block) = keepBytes | (sizeWord(block) & sizeword::kFlagMask);
-    sizeWord(rest) = total - keepBytes;
+    storeMetadata(heap, sizeWord(block), keepBytes | (word & sizeword::kFlagMask));
+    storeMetadata(heap, sizeWord(rest), total - keepBytes);
     return rest;
   }
 
@@ -90,12 +110,17 @@ struct BoundaryTags {
   }
 
   // Absorb `following`, which must be next(block); setFree writes the merged length.
-  static void merge(void* block, void* following) {
-    sizeWord(block) = (blockBytes(block) + blockBytes(following)) | (sizeWord(block) & sizeword::kFlagMask);
+  template <class H>
+  static void merge(H& heap, void* block, void* following) {
+    std::size_t word = loadMetadata(heap, sizeWord(block));
+    std::size_t merged = (word & ~sizeword::kFlagMask) + blockBytes(heap, following);
+    storeMetadata(heap, sizeWord(block), merged | (word & sizeword::kFlagMask));
   }
 
  protected:
   static std::size_t& sizeWord(void* block) { return *sizeword::wordOf(block); }
+  template <class H>
+  static std::size_t blockBytes(H& heap, void* block) { return loadMetadata(heap, sizeWord(block)) & ~sizeword::kFlagMask; }
   static std::size_t blockBytes(void* block) { return sizeWord(block) & ~sizeword::kFlagMask; }
   static std::size_t& previousBytes(void* block) { return *(sizeword::wordOf(block) - 1); }
 };

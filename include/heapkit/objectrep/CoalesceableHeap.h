@@ -54,30 +54,36 @@ class CoalesceableHeap : public Super, public BoundaryTags {
       std::size_t given = Super::getSize(links) & ~(kMinAlignment - 1);
       if (given > bytes) bytes = given;
     }
-    links->prev = nullptr;
-    links->next = regions_;
-    if (regions_ != nullptr) regions_->prev = links;
-    regions_ = links;
+    countStep(*this);  // the region requested
+    RegionLinks* head = loadMetadata(*this, regions_);
+    storeMetadata(*this, links->prev, nullptr);
+    storeMetadata(*this, links->next, head);
+    if (head != nullptr) storeMetadata(*this, head->prev, links);
+    storeMetadata(*this, regions_, links);
 
     char* first = reinterpret_cast<char*>(links) + kRegionPrefixBytes;
     std::size_t firstBytes = bytes - kRegionPrefixBytes;
-    sizeWord(first) = firstBytes | kFirstInRegion;
-    sizeWord(first + firstBytes) = 0;  // the fence: a block of length 0, never free
-    countWork(*this, 1, 1, 5);
+    storeMetadata(*this, sizeWord(first), firstBytes | kFirstInRegion);
+    storeMetadata(*this, sizeWord(first + firstBytes), std::size_t{0});  // the fence: a block of length 0, never free
     return first;
   }
 
   // Blocks are given back by CoalesceHeap; only a whole region can go to the parent.
   // Other blocks stay where they are until the heap is destroyed.
   void free(void* block) {
-    if (block != nullptr && isWholeRegion(block)) releaseRegion(block);
+    if (block != nullptr && isWholeRegion(*this, block)) releaseRegion(block);
   }
 
   std::size_t getSize(void* block) const { return usable(block); }
 
   // With the boundary-tag operations (BoundaryTags), for CoalesceHeap.
+  template <class H>
+  static bool isWholeRegion(H& heap, void* block) {
+    return (loadMetadata(heap, sizeWord(block)) & kFirstInRegion) != 0 && blockBytes(heap, next(heap, block)) == 0;
+  }
   static bool isWholeRegion(void* block) {
-    return (sizeWord(block) & kFirstInRegion) != 0 && blockBytes(next(block)) == 0;
+    Uncounted none;
+    return isWholeRegion(none, block);
   }
 
   void releaseRegion(void* wholeRegionBlock) {
@@ -86,9 +92,12 @@ class CoalesceableHeap : public Super, public BoundaryTags {
 
  private:
   void releaseRegionLinks(RegionLinks* links) {
-    if (links->prev != nullptr) links->prev->next = links->next;
-    else regions_ = links->next;
-    if (links->next != nullptr) links->next->prev = links->prev;
+    RegionLinks* prev = loadMetadata(*this, links->prev);
+    RegionLinks* next = loadMetadata(*this, links->next);
+    if (prev != nullptr) storeMetadata(*this, prev->next, next);
+    else storeMetadata(*this, regions_, next);
+    if (next != nullptr) storeMetadata(*this, next->prev, prev);
+    countStep(*this);  // the region returned
     Super::free(links);
   }
 

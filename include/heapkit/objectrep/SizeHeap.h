@@ -31,9 +31,8 @@ class SizeHeap : public Super {
     char* block = static_cast<char*>(Super::malloc(usable + kHeaderBytes));
     if (block == nullptr) return nullptr;
     void* object = block + kHeaderBytes;
-    sizeword::set(object, usable);
+    sizeword::set(*this, object, usable);
     if constexpr (kHardened) *cookieOf(object) = hardening::tagOf(cookieOf(object));
-    countWork(*this, 0, 0, 1);
     return object;
   }
 

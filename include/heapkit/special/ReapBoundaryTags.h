@@ -43,7 +43,15 @@ class ReapBoundaryTags : public BoundaryTags {
   std::size_t getSize(void* block) const { return usable(block); }
 
   // The boundary-tag operations that must know where the bump pointer is.
+  template <class H>
+  bool isFree(H& heap, void* block) const {
+    return block != reap_->bumpPointer() && BoundaryTags::isFree(heap, block);
+  }
   bool isFree(void* block) const { return block != reap_->bumpPointer() && BoundaryTags::isFree(block); }
+  template <class H>
+  bool isWholeRegion(H& heap, void* block) const {
+    return next(heap, block) == reap_->bumpPointer();
+  }
   bool isWholeRegion(void* block) const { return next(block) == reap_->bumpPointer(); }
   void releaseRegion(void* block) { reap_->unbump(block); }
 

@@ -134,7 +134,13 @@ class ReservedArena {
   }
   // The owner tag of the extent holding ptr (kNoOwner outside every extent).
   std::uint8_t ownerOf(const void* ptr) const {
-    return contains(ptr) ? owners_[static_cast<std::size_t>(static_cast<const char*>(ptr) - base_) / kGranuleBytes]
+    Uncounted none;
+    return ownerOf(none, ptr);
+  }
+  // The same, as part of `heap`'s work: the owner table is metadata, its byte counted.
+  template <class H>
+  std::uint8_t ownerOf(H& heap, const void* ptr) const {
+    return contains(ptr) ? loadMetadata(heap, owners_[static_cast<std::size_t>(static_cast<const char*>(ptr) - base_) / kGranuleBytes])
                          : kNoOwner;
   }
 
@@ -268,18 +274,16 @@ class ArenaHeap {
     std::size_t bytes = usableBytesFor(size) + sizeof(Header);
     auto* header = static_cast<Header*>(arena_->obtain(bytes, owner_));
     if (header == nullptr) return nullptr;
-    header->extentBytes = bytes;
-    header->sizeWord = (bytes - sizeof(Header)) & ~sizeword::kFlagMask;
+    storeMetadata(*this, header->extentBytes, bytes);
+    storeMetadata(*this, header->sizeWord, (bytes - sizeof(Header)) & ~sizeword::kFlagMask);
     footprint_.add(bytes);
-    countWork(*this, 0, 0, 2);
     return header + 1;
   }
 
   void free(void* object) {
     if (object == nullptr) return;
     Header* header = static_cast<Header*>(object) - 1;
-    std::size_t bytes = header->extentBytes;
-    countWork(*this, 0, 1, 0);
+    std::size_t bytes = loadMetadata(*this, header->extentBytes);
     footprint_.remove(bytes);
     arena_->release(header, bytes);
   }

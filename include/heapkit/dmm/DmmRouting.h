@@ -1,0 +1,187 @@
+// DmmRouting: the routing of a DMM design, written once for DmmHeap (its allocators chosen
+// from a spec's values at run time) and StaticDmmHeap (its allocators as types, the form
+// `heapkit emit` writes). It owns the shared arena and the OS fallback; a request goes to
+// the first allocator whose range holds its size (one step per range compared), a free to
+// the allocator whose arena extent holds the pointer (the owner's byte read, one step).
+//
+// The Allocators policy holds the design's allocators, built over the arena:
+//   Allocators(Arena&, args...)        builds allocator i as owner i + 1
+//   kMaxCount                          the most allocators it can hold (a constant)
+//   std::size_t count()                how many
+//   std::size_t maxInclusive(i)        the largest request allocator i serves
+//   int fallback()                     where requests above every range go: an index, or
+//                                      kFallbackToOs
+//   visit(i, f)                        f(allocator i), returning what f returns
+//   release()                          every allocator gives its memory back (before the
+//                                      arena unmaps)
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "heapkit/core/Counting.h"
+#include "heapkit/core/HeapContract.h"
+#include "heapkit/core/SizeWord.h"
+#include "heapkit/top/ArenaHeap.h"
+
+namespace heapkit {
+
+inline constexpr int kFallbackToOs = -1;
+
+// Aligned objects in allocators that keep size words, as ANSIWrapper lays them out: the
+// word before an aligned pointer inside a bigger object holds its offset from the object,
+// with the top bit set (a size word never has it).
+namespace dmmalign {
+inline constexpr std::size_t kAlignedTag = std::size_t{1} << (sizeof(std::size_t) * 8 - 1);
+
+inline void* tag(void* base, std::size_t alignment) {
+  if (base == nullptr) return nullptr;
+  auto address = reinterpret_cast<std::uintptr_t>(base);
+  std::uintptr_t aligned = alignUp(address, alignment);
+  if (aligned == address) return base;
+  // At least 16 bytes in, so the tag word lies inside the real object.
+  *sizeword::wordOf(reinterpret_cast<void*>(aligned)) = kAlignedTag | (aligned - address);
+  return reinterpret_cast<void*>(aligned);
+}
+inline void* realObject(void* object) {
+  std::size_t word = *sizeword::wordOf(object);
+  if (word & kAlignedTag) return static_cast<char*>(object) - (word & ~kAlignedTag);
+  return object;
+}
+template <class H>
+std::size_t sizeIn(H& heap, void* object) {
+  void* real = realObject(object);
+  return heap.getSize(real) - static_cast<std::size_t>(static_cast<char*>(object) - static_cast<char*>(real));
+}
+// An allocator that aligns objects itself (page_segregated's, which has no size words).
+template <class H>
+inline constexpr bool alignsItself = requires(H& heap, std::size_t n) {
+  { heap.memalign(n, n) } -> std::same_as<void*>;
+};
+}  // namespace dmmalign
+
+// What one allocator of a design served: the DMM map's figures.
+struct AllocatorUsage {
+  std::uint64_t requests = 0;
+  std::uint64_t requestedBytes = 0;
+};
+
+template <class Memory, class Allocators>
+class DmmRouting {
+ public:
+  using Arena = ReservedArena<Memory>;
+  using Top = ArenaHeap<Arena>;
+
+  static constexpr std::size_t Alignment = kMinAlignment;
+  // No: page_segregated's objects have no size word (memalign is the routing's own instead).
+  static constexpr bool KeepsSizeWord = false;
+  static constexpr bool SimulatesData = Memory::kSimulatesData;
+  static constexpr std::uint8_t kFallbackOwner = 255;
+
+  template <class... Args>
+  explicit DmmRouting(std::size_t reserveBytes, Args&&... args)
+      : arena_(reserveBytes), fallbackHeap_(arena_, kFallbackOwner), allocators_(arena_, static_cast<Args&&>(args)...) {}
+  DmmRouting(const DmmRouting&) = delete;
+  DmmRouting& operator=(const DmmRouting&) = delete;
+  ~DmmRouting() { allocators_.release(); }
+
+  void* malloc(std::size_t size) {
+    std::size_t index = allocatorFor(size);
+    if constexpr (Memory::kCounts) {
+      usage_[index].requests += 1;
+      usage_[index].requestedBytes += size;
+    }
+    if (index == allocators_.count()) return fallbackHeap_.malloc(size);
+    return allocators_.visit(index, [size](auto& heap) -> void* { return heap.malloc(size); });
+  }
+
+  // Aligned objects (docs/dmm-spec.md): routed by the padded size, size + alignment - 16,
+  // as ANSIWrapper over-allocates over heaps of size words. An allocator that aligns by
+  // itself (page_segregated's, without size words) does; the others get the padded
+  // object, and the word before the aligned pointer holds its offset, tagged.
+  void* memalign(std::size_t alignment, std::size_t size) {
+    if (alignment <= kMinAlignment) return malloc(size);
+    if (size > SIZE_MAX / 2 - alignment) return nullptr;
+    std::size_t padded = size + alignment - kMinAlignment;
+    std::size_t index = allocatorFor(padded);
+    if constexpr (Memory::kCounts) {
+      usage_[index].requests += 1;
+      usage_[index].requestedBytes += padded;
+    }
+    if (index == allocators_.count()) return dmmalign::tag(fallbackHeap_.malloc(padded), alignment);
+    return allocators_.visit(index, [alignment, size, padded](auto& heap) -> void* {
+      if constexpr (dmmalign::alignsItself<std::remove_cvref_t<decltype(heap)>>) return heap.memalign(alignment, size);
+      else return dmmalign::tag(heap.malloc(padded), alignment);
+    });
+  }
+
+  void free(void* object) {
+    if (object == nullptr) return;
+    std::uint8_t owner = arena_.ownerOf(*this, object);
+    countStep(*this);  // the owner looked up
+    if (owner == kFallbackOwner) return fallbackHeap_.free(dmmalign::realObject(object));
+    allocators_.visit(owner - 1, [object](auto& heap) {
+      if constexpr (dmmalign::alignsItself<std::remove_cvref_t<decltype(heap)>>) heap.free(object);
+      else heap.free(dmmalign::realObject(object));
+    });
+  }
+
+  // Inside an extent of the arena that an allocator or the fallback holds (HardenedHeap
+  // refuses other pointers: free would index the allocators with no owner).
+  bool owns(const void* object) const { return arena_.ownerOf(object) != Arena::kNoOwner; }
+
+  std::size_t getSize(void* object) {
+    std::uint8_t owner = arena_.ownerOf(object);
+    if (owner == kFallbackOwner) return dmmalign::sizeIn(fallbackHeap_, object);
+    return allocators_.visit(owner - 1, [object](auto& heap) -> std::size_t {
+      if constexpr (dmmalign::alignsItself<std::remove_cvref_t<decltype(heap)>>) return heap.getSize(object);
+      else return dmmalign::sizeIn(heap, object);
+    });
+  }
+
+  std::size_t bytesHeld() const { return arena_.bytesHeld(); }
+  std::size_t peakBytesHeld() const { return arena_.peakBytesHeld(); }
+  // Bytes held less the pages purged: the footprint (equal to bytes held unless a layer purges).
+  std::size_t residentBytes() const { return arena_.residentBytes(); }
+  std::size_t peakResidentBytes() const { return arena_.peakResidentBytes(); }
+  // What allocator i holds now and at its own peak (i == count(): the OS fallback).
+  std::size_t bytesHeldBy(std::size_t i) {
+    if (i == count()) return fallbackHeap_.bytesHeld();
+    return allocators_.visit(i, [](auto& heap) -> std::size_t { return heap.bytesHeld(); });
+  }
+  std::size_t peakBytesHeldBy(std::size_t i) {
+    if (i == count()) return fallbackHeap_.peakBytesHeld();
+    return allocators_.visit(i, [](auto& heap) -> std::size_t { return heap.peakBytesHeld(); });
+  }
+  // Requests each allocator served (counted over counting memory); index count() is the
+  // OS fallback.
+  const AllocatorUsage& usage(std::size_t i) const { return usage_[i]; }
+  std::size_t count() const { return allocators_.count(); }
+  const Arena& arena() const { return arena_; }
+
+  WorkCounts& workCounts()
+    requires Memory::kCounts
+  {
+    return arena_.workCounts();
+  }
+
+ private:
+  std::size_t allocatorFor(std::size_t size) {
+    for (std::size_t i = 0; i < allocators_.count(); ++i) {
+      countStep(*this);  // a range compared
+      if (size <= allocators_.maxInclusive(i)) return i;
+    }
+    int fallback = allocators_.fallback();
+    return fallback == kFallbackToOs ? allocators_.count() : static_cast<std::size_t>(fallback);
+  }
+
+  Arena arena_;
+  Top fallbackHeap_;
+  Allocators allocators_;
+  AllocatorUsage usage_[Allocators::kMaxCount + 1] = {};
+};
+
+}  // namespace heapkit
