@@ -15,10 +15,10 @@ bench-sim: configure python
 # out) and of work alone, over the presets and random designs on 9 traces (the bench
 # workloads and real programs); writes the "## Predicting replay time" section of
 # docs/benchmarks.md and the shipped model, python/heapkit/time_model.json.
-#   make bench-timemodel [TIMEMODEL_BENCH_ARGS="--runs 5 --designs 60"]
+#   make bench-timemodel [TIMEMODEL_BENCH_ARGS="--runs 7 --designs 60"]
 BENCH_TARGETS += bench-timemodel
 .PHONY: bench-timemodel
-TIMEMODEL_BENCH_ARGS ?= --runs 3 --designs 44 --max-ops 1500000
+TIMEMODEL_BENCH_ARGS ?= --runs 5 --designs 44 --max-ops 1500000
 
 bench-timemodel: configure python
 	cmake --build $(BUILD) -j $(JOBS) --target heapkit-workload

@@ -266,6 +266,10 @@ def render(args, speed_rows, memory, paper, rows, coefficients, rho_all, per_tra
         "",
         "### Predicting time from work and accesses",
         "",
+        "The first cost model, over work and accesses alone, without the program's touches (`--no-touch`); the "
+        "time model the search uses now, with the memory model's cache and TLB misses and page faults, is measured "
+        "per trace on real programs in \"Predicting replay time\" below (`make bench-timemodel`).",
+        "",
         f"{design_count} designs (the presets and {design_count - len(heapkit.PRESETS)} random valid specs: "
         "segregated lists and fits, strict, simple segregated storage, exact fit, with Lea or Kingsley above 64 KiB) "
         f"on {len(per_trace)} traces. Cost model, least squares over all points: "

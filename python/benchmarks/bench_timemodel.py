@@ -76,7 +76,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("workload", type=Path, help="build/bench/heapkit-workload")
     parser.add_argument("doc", type=Path, help="docs/benchmarks.md")
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--designs", type=int, default=44, help="random designs per trace, besides the presets")
     parser.add_argument("--max-ops", type=int, default=1_500_000)
     parser.add_argument("--traces", default=None, help="comma-separated subset (default: all)")
@@ -190,8 +190,9 @@ def render(args, rows, per_trace, model) -> str:
         "trace's grammar (`heapkit.timemodel.random_designs`), less those the simulator abandons (over 400 steps per "
         "operation) or that fail a request. Measured: `heapkit-replay TRACE --spec FILE` (the design running for "
         "real, one byte written per page of each object), the replaying thread's CPU time, the median of "
-        f"{args.runs} rounds that replay every design of the trace in turn. Predicted: `predicted_ns`, the time "
-        "model over the simulator's counts (docs/simulator.md, \"Time model\"), each trace's predictions from the "
+        f"{args.runs} rounds that each replay every design of the trace once, in a shuffled order. Predicted: "
+        "`predicted_ns`, the time model over the simulator's counts (docs/simulator.md, \"The time model\"), "
+        "each trace's predictions from the "
         "model fitted on the other traces (leave one trace out).",
         "",
         "| trace | operations | designs | measured (ms) | noise | Spearman, predicted_ns | Spearman, work alone | "

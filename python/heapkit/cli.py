@@ -532,8 +532,6 @@ def _design_table(title: str, designs, objectives, references: dict[str, dict[st
 @click.option("--energy", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="A JSON file overriding the energy model's parameters.")
 @click.option("--no-glibc", is_flag=True, help="Do not replay the trace on glibc for the footprint reference.")
-@click.option("--time-model", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="A time model (`heapkit calibrate` writes one; default: $HEAPKIT_TIME_MODEL, else the shipped one).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write an HTML report (profile, the front, convergence, DMM maps).")
 def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: str, weights: str | None, population: int,
@@ -781,8 +779,6 @@ def report(directory: Path, prefer: str) -> None:
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("designs", nargs=-1, required=True)
 @click.option("-n", "--runs", type=click.IntRange(min=1), default=3, show_default=True)
-@click.option("--time-model", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="A time model (`heapkit calibrate` writes one; default: $HEAPKIT_TIME_MODEL, else the shipped one).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the comparison as an HTML report.")
 def compare(trace: Path, designs: tuple[str, ...], runs: int, report_path: Path | None) -> None:

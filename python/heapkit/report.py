@@ -50,6 +50,7 @@ class DesignPoint:
     energy: float
     dmm_map: list[dict] = field(default_factory=list)
     show_map: bool = False
+    predicted_ns: float = 0.0  # the time model's (0: a result from before it)
 
 
 @dataclass
@@ -337,7 +338,10 @@ _KIND_STYLE = {"front": ("circle", "designs on the simulated front"), "preset": 
 def _front(page: _Page, designs: list[DesignPoint]) -> None:
     if not designs:
         return
-    page.section("Designs simulated on the trace: work against footprint, energy as colour",
+    timed = all(d.predicted_ns > 0 for d in designs)
+    time_of = (lambda d: d.predicted_ns / 1e6) if timed else (lambda d: d.work)
+    page.section("Designs simulated on the trace: " + ("predicted time" if timed else "work") +
+                 " against footprint, energy as colour",
                  "What the search optimised (the simulator's figures); the measured front above is what decides. "
                  "Lower is better on both axes.")
     figure = go.Figure()
@@ -349,15 +353,18 @@ def _front(page: _Page, designs: list[DesignPoint]) -> None:
             continue
         labelled = kind != "front"
         figure.add_trace(go.Scatter(
-            x=[d.work for d in group], y=[d.footprint for d in group], mode="markers+text" if labelled else "markers",
+            x=[time_of(d) for d in group], y=[d.footprint for d in group], mode="markers+text" if labelled else "markers",
             text=[d.name for d in group] if labelled else None, textposition="top center",
             name=label, marker=dict(symbol=symbol, size=13 if labelled else 9,
                                     color=[d.energy for d in group], colorscale="Viridis", cmin=low, cmax=high,
                                     showscale=kind == "front", colorbar=dict(title="energy (nJ)"),
                                     line=dict(width=1, color="#333")),
-            hovertext=[f"{d.name}: work {d.work:,.0f}, footprint {d.footprint:,.0f} B, energy {d.energy:,.0f} nJ"
+            hovertext=[f"{d.name}: predicted {d.predicted_ns / 1e6:,.1f} ms, work {d.work:,.0f}, footprint "
+                       f"{d.footprint:,.0f} B, energy {d.energy:,.0f} nJ"
                        for d in group], hoverinfo="text"))
-    figure.update_layout(title="simulated designs", xaxis=axis("work (steps)", [d.work for d in designs]),
+    figure.update_layout(title="simulated designs",
+                         xaxis=axis("predicted replay time (ms)" if timed else "work (steps)",
+                                    [time_of(d) for d in designs]),
                          yaxis=axis("peak footprint (bytes)", [d.footprint for d in designs]))
     page.chart("front", figure)
 
@@ -407,7 +414,7 @@ def _convergence(page: _Page, history: list[dict]) -> None:
 def design_point(name: str, kind: str, metrics: dict, show_map: bool = False) -> DesignPoint:
     """A design's point: from SimulationMetrics.to_dict() or a search's metrics."""
     return DesignPoint(name, kind, metrics["work"], metrics["peak_footprint"], metrics["energy_nj"],
-                       metrics.get("dmm_map", []), show_map)
+                       metrics.get("dmm_map", []), show_map, float(metrics.get("predicted_ns", 0.0)))
 
 
 __all__ = ["DesignPoint", "MeasuredPoint", "MeasuredSet", "ProcessRow", "Report", "axis", "axis_type", "design_point", "render",

@@ -48,14 +48,14 @@ class CacheModelTest : public ::testing::Test {
   CacheGeometry tiny{.l1Bytes = 8 * 64, .l2Bytes = 16 * 64, .l3Bytes = 32 * 64, .tlbEntries = 16};
 };
 
-TEST_F(CacheModelTest, CountsMissesPerLevelTlbMissesAndFirstTouches) {
-  CacheModel model(arena, sizeof arena, tiny);
+TEST_F(CacheModelTest, CountsMissesPerLevelAndTlbMisses) {
+  CacheModel model(arena, 0, tiny);  // no page tracked: no faults, every access goes to the caches
   model.access(arena);  // line 0, page 0: cold everywhere
   EXPECT_EQ(model.counts().l1Misses, 1u);
   EXPECT_EQ(model.counts().l2Misses, 1u);
   EXPECT_EQ(model.counts().l3Misses, 1u);
   EXPECT_EQ(model.counts().tlbMisses, 1u);
-  EXPECT_EQ(model.counts().pagesTouched, 1u);
+  EXPECT_EQ(model.counts().pagesTouched, 0u);
   model.access(arena + 8);  // same line: hits everywhere
   EXPECT_EQ(model.counts().l1Misses, 1u);
   // Lines 1..8 of page 0: 8 cold misses; L1 (8 lines) now holds 1..8 and has evicted 0.
@@ -66,20 +66,36 @@ TEST_F(CacheModelTest, CountsMissesPerLevelTlbMissesAndFirstTouches) {
   EXPECT_EQ(model.counts().l1Misses, 10u);
   EXPECT_EQ(model.counts().l2Misses, 9u);
   EXPECT_EQ(model.counts().tlbMisses, 1u);  // all in page 0
-  EXPECT_EQ(model.counts().pagesTouched, 1u);
-  // 16 more lines, one in each of pages 1..16: 16 TLB misses, 16 faults, 16 misses in
-  // both levels; the TLB (16 pages) has now evicted page 0, L2 (16 lines) line 0.
+  // 16 more lines, one in each of pages 1..16: 16 TLB misses, 16 misses in every level;
+  // the TLB (16 pages) has now evicted page 0, L2 (16 lines) line 0.
   for (int page = 1; page <= 16; ++page) model.access(arena + page * 4096);
   EXPECT_EQ(model.counts().tlbMisses, 17u);
-  EXPECT_EQ(model.counts().pagesTouched, 17u);
   EXPECT_EQ(model.counts().l2Misses, 25u);
-  EXPECT_EQ(model.counts().l3Misses, 25u);  // 25 distinct lines so far: L3 (32) holds them all
-  model.access(arena);  // page 0 again: a TLB miss and an L2 miss (an L3 hit), but no fault
+  EXPECT_EQ(model.counts().l3Misses, 25u);  // 25 distinct lines so far
+  // L3 is 2 sets of 16 (a line's set is its lowest bit). Set 0 has seen the even lines
+  // 2, 4, 6, 8, 0 (again) and the 16 pages' first lines (all even): line 0 was evicted.
+  model.access(arena);  // page 0 again: a TLB miss, an L2 miss and an L3 miss, but no fault
   EXPECT_EQ(model.counts().tlbMisses, 18u);
   EXPECT_EQ(model.counts().l2Misses, 26u);
-  EXPECT_EQ(model.counts().l3Misses, 25u);
-  EXPECT_EQ(model.counts().pagesTouched, 17u);
-  EXPECT_EQ(model.counts().accesses, 1u + 1 + 8 + 1 + 16 + 1);
+  EXPECT_EQ(model.counts().l3Misses, 26u);
+  model.access(arena + 64);  // line 1 (odd: set 1, which saw 1, 3, 5, 7 only): out of L2, in L3
+  EXPECT_EQ(model.counts().l2Misses, 27u);
+  EXPECT_EQ(model.counts().l3Misses, 26u);
+  EXPECT_EQ(model.counts().pagesTouched, 0u);
+  EXPECT_EQ(model.counts().accesses, 1u + 1 + 8 + 1 + 16 + 1 + 1);
+}
+
+TEST_F(CacheModelTest, AFaultIsNoCacheMiss) {
+  CacheModel model(arena, sizeof arena, tiny);
+  model.access(arena);  // page 0's first touch: a fault and a TLB miss; the kernel wrote the line
+  EXPECT_EQ(model.counts().pagesTouched, 1u);
+  EXPECT_EQ(model.counts().tlbMisses, 1u);
+  EXPECT_EQ(model.counts().l1Misses, 0u);
+  model.access(arena + 8);  // the same line: a hit
+  model.access(arena + 64);  // another line of the resident page: cold
+  EXPECT_EQ(model.counts().l1Misses, 1u);
+  EXPECT_EQ(model.counts().l2Misses, 1u);
+  EXPECT_EQ(model.counts().pagesTouched, 1u);
 }
 
 TEST_F(CacheModelTest, PagesGivenBackFaultAgain) {
@@ -103,6 +119,7 @@ TEST_F(CacheModelTest, AddressesOutsideTheRangeNeverFault) {
   model.access(arena + 5 * 4096);  // past the tracked range: resident, but cold in the caches
   EXPECT_EQ(model.counts().pagesTouched, 0u);
   EXPECT_EQ(model.counts().l1Misses, 1u);
+  EXPECT_EQ(model.counts().l3Misses, 1u);
   EXPECT_EQ(model.counts().tlbMisses, 1u);
 }
 

@@ -10,7 +10,9 @@
 // little when the working set fits the L2;
 // the counts only have to rank designs as the hardware does, not to match its counters.
 //
-// A page is "touched" once it is first read or written after it came from the OS; pages
+// A page is "touched" once it is first read or written after it came from the OS; the
+// kernel then zeroes it through the cache, so the access that faults finds its line there
+// (it counts as a fault, not as a miss). Pages
 // given back (an extent released, pages purged: MADV_DONTNEED in the real arena) become
 // untouched again, so the next access is a fault again, as it is for real. Only pages in
 // the tracked range (the arena) fault; other addresses (a heap object's own fields, say)
@@ -109,8 +111,15 @@ class CacheModel {
     auto at = reinterpret_cast<std::uintptr_t>(address);
     ++counts_.accesses;
     std::uint64_t page = at / CacheGeometry::kPageBytes;
-    if (page != lastPage_) [[unlikely]] newPage(page);
     std::uint64_t line = at / CacheGeometry::kLineBytes;
+    if (page != lastPage_) [[unlikely]] {
+      if (newPage(page)) {  // a fault: the kernel has just written the line
+        l1_.access(line);
+        l2_.access(line);
+        l3_.access(line);
+        return;
+      }
+    }
     if (!l1_.access(line)) [[unlikely]] {
       ++counts_.l1Misses;
       if (!l2_.access(line)) [[unlikely]] {
@@ -152,17 +161,18 @@ class CacheModel {
  private:
   static constexpr std::uint64_t kNoPage = ~std::uint64_t{0};
 
-  [[gnu::noinline]] void newPage(std::uint64_t page) {
+  // True when the page faults (its first touch).
+  [[gnu::noinline]] bool newPage(std::uint64_t page) {
     lastPage_ = page;
     if (!tlb_.access(page)) ++counts_.tlbMisses;
     std::uint64_t index = page - firstPage_;
-    if (index >= pages_) return;
+    if (index >= pages_) return false;
     std::uint64_t bit = std::uint64_t{1} << (index % 64);
     std::uint64_t& word = touched_[index / 64];
-    if ((word & bit) == 0) {
-      word |= bit;
-      ++counts_.pagesTouched;
-    }
+    if ((word & bit) != 0) return false;
+    word |= bit;
+    ++counts_.pagesTouched;
+    return true;
   }
 
   SetAssociativeCache<8> l1_;
