@@ -288,11 +288,12 @@ def render(outcomes: list[Outcome], settings: ht.TuneSettings, args) -> str:
         lines.append(f"- **{o.program.name}** ({race.rounds} rounds{missing}{rho}): {cells} (* on the measured front). "
                      f"Stages: {stages}.")
     lines += ["",
-              "The designs the search finds today come from the 2010 design space (headers, list-walking free lists, "
-              "run-time routing); allocators built from the modern mechanisms of issue 20 are not in it yet, so the "
-              "search's designs are expected to lose to mimalloc and heapkit's own libraries on time. The "
-              "recommendation stays honest regardless: a peer is recommended when no built design beats it "
-              "measurably."]
+              "The design space holds the 2010 paper's mechanisms and libheapkit.so's own: `page_segregated` "
+              "(headerless page-segregated size classes, the class list fitted to the trace, the pool, purge and "
+              "large-block cache as values; built as the thread-aware heap) and `adaptive_lea`; the search starts "
+              "from the presets HKS and ALEA (libheapkit.so's single-thread path and libheapkit-lea.so's heap) and "
+              "optimises the time model's predicted time (\"Predicting replay time\"). The recommendation stays "
+              "honest regardless: a peer is recommended when no built design beats it measurably."]
     return "\n".join(lines) + "\n"
 
 
