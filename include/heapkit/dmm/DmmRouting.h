@@ -22,6 +22,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "heapkit/core/AlignedObjects.h"
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
 #include "heapkit/core/SizeWord.h"
@@ -31,26 +32,13 @@ namespace heapkit {
 
 inline constexpr int kFallbackToOs = -1;
 
-// Aligned objects in allocators that keep size words, as ANSIWrapper lays them out: the
-// word before an aligned pointer inside a bigger object holds its offset from the object,
-// with the top bit set (a size word never has it).
+// Aligned objects in allocators that keep size words: ANSIWrapper's layout
+// (core/AlignedObjects.h).
 namespace dmmalign {
-inline constexpr std::size_t kAlignedTag = std::size_t{1} << (sizeof(std::size_t) * 8 - 1);
-
 inline void* tag(void* base, std::size_t alignment) {
-  if (base == nullptr) return nullptr;
-  auto address = reinterpret_cast<std::uintptr_t>(base);
-  std::uintptr_t aligned = alignUp(address, alignment);
-  if (aligned == address) return base;
-  // At least 16 bytes in, so the tag word lies inside the real object.
-  *sizeword::wordOf(reinterpret_cast<void*>(aligned)) = kAlignedTag | (aligned - address);
-  return reinterpret_cast<void*>(aligned);
+  return base == nullptr ? nullptr : alignedobjects::alignWithin(base, alignment);
 }
-inline void* realObject(void* object) {
-  std::size_t word = *sizeword::wordOf(object);
-  if (word & kAlignedTag) return static_cast<char*>(object) - (word & ~kAlignedTag);
-  return object;
-}
+using alignedobjects::realObject;
 template <class H>
 std::size_t sizeIn(H& heap, void* object) {
   void* real = realObject(object);

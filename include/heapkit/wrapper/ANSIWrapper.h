@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "heapkit/core/AlignedObjects.h"
 #include "heapkit/core/HeapContract.h"
 #include "heapkit/core/PageSize.h"
 #include "heapkit/core/SizeWord.h"
@@ -37,7 +38,6 @@ class ANSIWrapper : public Super {
   };
   static_assert(kNativeMemalign || SizeWordHeap<Super>,
                 "ANSIWrapper needs a heap with memalign(alignment, size) or one that keeps size words");
-  static constexpr std::size_t kAlignedTag = std::size_t{1} << (sizeof(std::size_t) * 8 - 1);
 
  public:
   static constexpr std::size_t Alignment = Super::Alignment;
@@ -145,14 +145,9 @@ class ANSIWrapper : public Super {
       return Super::memalign(alignment, size);
     } else {
       if (size > kMaxRequestBytes - alignment) return nullptr;
-      auto* base = static_cast<char*>(Super::malloc(size + alignment - kMinAlignment));
+      void* base = Super::malloc(size + alignment - kMinAlignment);
       if (base == nullptr) return nullptr;
-      auto address = reinterpret_cast<std::uintptr_t>(base);
-      std::uintptr_t aligned = alignUp(address, alignment);
-      if (aligned == address) return base;
-      // At least 16 bytes in, so the tag word lies inside the real object.
-      *sizeword::wordOf(reinterpret_cast<void*>(aligned)) = kAlignedTag | (aligned - address);
-      return reinterpret_cast<void*>(aligned);
+      return alignedobjects::alignWithin(base, alignment);
     }
   }
 
@@ -160,9 +155,7 @@ class ANSIWrapper : public Super {
     if constexpr (kNativeMemalign) {
       return object;
     } else {
-      std::size_t word = *sizeword::wordOf(object);
-      if (word & kAlignedTag) return static_cast<char*>(object) - (word & ~kAlignedTag);
-      return object;
+      return alignedobjects::realObject(object);
     }
   }
 };
