@@ -17,6 +17,12 @@
 // untouched again, so the next access is a fault again, as it is for real. Only pages in
 // the tracked range (the arena) fault; other addresses (a heap object's own fields, say)
 // are taken as resident.
+//
+// The caches and the TLB see addresses the same in every run, whatever the process's
+// address-space randomisation: an arena page by its offset in the arena (whose base is
+// aligned far beyond any set index), any other page by the order it was first seen in.
+// Otherwise the sets a heap object's fields fall in, and so the counts and the predicted
+// time, would change from run to run.
 #pragma once
 
 #include <sys/mman.h>
@@ -26,6 +32,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <unordered_map>
 
 namespace heapkit {
 
@@ -111,15 +118,16 @@ class CacheModel {
     auto at = reinterpret_cast<std::uintptr_t>(address);
     ++counts_.accesses;
     std::uint64_t page = at / CacheGeometry::kPageBytes;
-    std::uint64_t line = at / CacheGeometry::kLineBytes;
     if (page != lastPage_) [[unlikely]] {
       if (newPage(page)) {  // a fault: the kernel has just written the line
+        std::uint64_t line = lineOf(at);
         l1_.access(line);
         l2_.access(line);
         l3_.access(line);
         return;
       }
     }
+    std::uint64_t line = lineOf(at);
     if (!l1_.access(line)) [[unlikely]] {
       ++counts_.l1Misses;
       if (!l2_.access(line)) [[unlikely]] {
@@ -161,10 +169,27 @@ class CacheModel {
  private:
   static constexpr std::uint64_t kNoPage = ~std::uint64_t{0};
 
+  static constexpr std::uint64_t kLinesPerPage = CacheGeometry::kPageBytes / CacheGeometry::kLineBytes;
+  // Arena pages sit above every page numbered by first sight.
+  static constexpr std::uint64_t kArenaFirstVirtualPage = std::uint64_t{1} << 40;
+
+  // The line the caches see: the address's line within the page it is in, on that page's
+  // number as the model sees it (the header's comment).
+  [[gnu::always_inline]] std::uint64_t lineOf(std::uintptr_t at) const {
+    return lastVirtualPage_ * kLinesPerPage + (at % CacheGeometry::kPageBytes) / CacheGeometry::kLineBytes;
+  }
+
+  std::uint64_t virtualPageOf(std::uint64_t page) {
+    std::uint64_t index = page - firstPage_;
+    if (index < pages_) return kArenaFirstVirtualPage + index;
+    return otherPages_.try_emplace(page, otherPages_.size()).first->second;
+  }
+
   // True when the page faults (its first touch).
   [[gnu::noinline]] bool newPage(std::uint64_t page) {
     lastPage_ = page;
-    if (!tlb_.access(page)) ++counts_.tlbMisses;
+    lastVirtualPage_ = virtualPageOf(page);
+    if (!tlb_.access(lastVirtualPage_)) ++counts_.tlbMisses;
     std::uint64_t index = page - firstPage_;
     if (index >= pages_) return false;
     std::uint64_t bit = std::uint64_t{1} << (index % 64);
@@ -184,6 +209,9 @@ class CacheModel {
   std::uint64_t* touched_ = nullptr;
   std::size_t bitmapBytes_ = 0;
   std::uint64_t lastPage_ = kNoPage;
+  std::uint64_t lastVirtualPage_ = 0;
+  // Pages outside the arena, numbered in the order they were first accessed.
+  std::unordered_map<std::uint64_t, std::uint64_t> otherPages_;
   CacheModelCounts counts_;
 };
 
