@@ -20,7 +20,10 @@ double now() {
 }
 }  // namespace
 
-struct Simulation::State {
+// On a page of its own: the memory model numbers pages outside the arena (the heap's own
+// fields among them) by first sight, which gives the same counts in every run only when
+// the fields lie at the same offsets within their pages (core/CacheModel.h).
+struct alignas(4096) Simulation::State {
   using Heap = ANSIWrapper<DmmHeap<SimulatedMemory>>;
 
   State(const ParsedSpec& spec, const std::string& path, const SimulationOptions& opts)
