@@ -193,7 +193,10 @@ def render(args, rows, per_trace, model) -> str:
         f"{args.runs} rounds that each replay every design of the trace once, in a shuffled order. Predicted: "
         "`predicted_ns`, the time model over the simulator's counts (docs/simulator.md, \"The time model\"), "
         "each trace's predictions from the "
-        "model fitted on the other traces (leave one trace out).",
+        "model fitted on the other traces (leave one trace out)." + (
+            " These figures are the stored replays of an earlier run, every design simulated again at this commit "
+            "(the measured times kept, the features new: `--rows ROWS.json --resimulate`, ROWS.json the "
+            "measurements a run saved with `--rows`)." if args.resimulate else ""),
         "",
         "| trace | operations | designs | measured (ms) | noise | Spearman, predicted_ns | Spearman, work alone | "
         "median error of predicted_ns |",
