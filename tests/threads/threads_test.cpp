@@ -413,7 +413,10 @@ TEST(ScalableHeap, MediumBlocksPassedBetweenThreadsReuseSpans) {
   producer.join();
   consumer.join();
   EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(CountingTop::requests, requestsAfterWarmUp.load()) << "a record went to Top";
+  // Spans are reused: the 19,600 records after the warm-up take no request to Top each (one
+  // each before spans), at most a segment more when the threads' interleaving puts more
+  // records in flight than during the warm-up (seen once in a loaded sanitizer run).
+  EXPECT_LE(CountingTop::requests - requestsAfterWarmUp.load(), 1u) << "records went to Top";
 }
 
 TEST(ScalableHeap, DestructionReturnsCachedLargeBlocks) {
