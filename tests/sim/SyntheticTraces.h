@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +17,22 @@
 #include "heapkit/trace/Writer.h"
 
 namespace heapkit::sim {
+
+// A hand-made trace: `body` writes its events to a file in the temporary directory, named
+// for this process and `name`, whose path is returned (the test removes it).
+inline std::string writeTrace(const std::string& name, const std::function<void(trace::TraceWriter&)>& body) {
+  std::string path =
+      (std::filesystem::temp_directory_path() / ("heapkit-test-" + std::to_string(getpid()) + "-" + name)).string();
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  {
+    trace::TraceWriter w(f);
+    w.begin({});
+    body(w);
+    w.end();
+  }
+  std::fclose(f);
+  return path;
+}
 
 // How much of the heavy randomized checks to run: 1 in a release build; the sanitizer run
 // (`make test-asan`) sets HEAPKIT_TEST_SCALE lower, as its code runs several times slower.

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "Simulate.h"
+#include "SyntheticTraces.h"
 #include "Spec.h"
 #include "heapkit/core/CacheModel.h"
 #include "heapkit/trace/Writer.h"
@@ -165,20 +166,6 @@ TEST_F(CacheModelTest, TouchingAnObjectWritesOneBytePerPage) {
 
 namespace sim {
 namespace {
-
-std::string writeTrace(const std::string& name, const std::function<void(trace::TraceWriter&)>& body) {
-  std::string path =
-      (std::filesystem::temp_directory_path() / ("heapkit-cache-model-" + std::to_string(getpid()) + "-" + name)).string();
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  {
-    trace::TraceWriter w(f);
-    w.begin({});
-    body(w);
-    w.end();
-  }
-  std::fclose(f);
-  return path;
-}
 
 // Small objects in Kingsley, the rest from the OS fallback: one extent each, whose header
 // the top heap stores through the counting (an addressed access), so the extent's first

@@ -21,6 +21,7 @@
 #include "SimulationLoop.h"
 #include "Simulate.h"
 #include "Spec.h"
+#include "SyntheticTraces.h"
 #include "TimedReplay.h"
 #include "TraceApplier.h"
 #include "heapkit/trace/LiveObjects.h"
@@ -141,23 +142,6 @@ TEST(TraceLoop, GlibcSemanticsInTheReplayersLedger) {
 }
 
 // ---- the simulator on a trace with realloc(p, 0) --------------------------------------
-
-std::string tempPath(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("heapkit-trace-loop-" + std::to_string(getpid()) + "-" + name)).string();
-}
-
-std::string writeTrace(const std::string& name, const std::function<void(trace::TraceWriter&)>& body) {
-  std::string path = tempPath(name);
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  {
-    trace::TraceWriter w(f);
-    w.begin({});
-    body(w);
-    w.end();
-  }
-  std::fclose(f);
-  return path;
-}
 
 ParsedSpec preset(const std::string& name) { return loadSpec(std::string(kPresetsDir) + "/" + name + ".json"); }
 
