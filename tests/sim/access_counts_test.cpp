@@ -59,19 +59,20 @@ class Meter {
 //  malloc a, the heap empty: class lookup (1 step); list 0 probed (1 step, its head read:
 //    1 read, null); carve: the tail cursor read (1 read, null); a new chunk: the chunk
 //    requested (1 step) from ArenaHeap (the arena's obtain 1 step; ArenaHeap writes its
-//    extent's two header words: 2 writes); the chunk's bytes written (1 write), the chunk
-//    list's head read (1 read), the chunk's prev and next written (2 writes), the head
-//    written (1 write); the fence: the chunk's bytes read (1 read), its size word written
-//    (1 write); the tail block: the chunk's bytes read again for the fence's place
-//    (1 read), its size word written (1 write); then the cut: the tail's size word read
-//    (1 read) and rewritten as the block's (1 write), the cursor written (1 write), the
-//    new tail's size word written (1 write).
-//      steps 1+1+1+1 = 4; reads 1+1+1+1+1+1 = 6; writes 2+1+2+1+1+1+1+1+1 = 11
+//    extent's two header words: 2 writes); the chunk's bytes written (1 write); the chunk
+//    pushed on the list of chunks, a DLList (circular, with a sentinel): the sentinel's
+//    next read twice (2 reads), the chunk's prev and next, the old first's prev (here the
+//    sentinel's own) and the sentinel's next written (4 writes); the fence: the chunk's
+//    bytes read (1 read), its size word written (1 write); the tail block: the chunk's
+//    bytes read again for the fence's place (1 read), its size word written (1 write);
+//    then the cut: the tail's size word read (1 read) and rewritten as the block's (1
+//    write), the cursor written (1 write), the new tail's size word written (1 write).
+//      steps 1+1+1+1 = 4; reads 1+1+2+1+1+1 = 7; writes 2+1+4+1+1+1+1+1 = 12
 //  malloc b, c: class lookup 1, list probed 1 (head read 1), the cursor read (1) and the
 //    tail's length (1): it fits; the tail's word read (1), the block's written (1), the
 //    cursor written (1), the new tail's word written (1).
 //      steps 2; reads 4; writes 3
-constexpr Counts kFirstCarve{4, 6, 11};
+constexpr Counts kFirstCarve{4, 7, 12};
 constexpr Counts kCarve{2, 4, 3};
 
 struct ListCase {
@@ -182,20 +183,21 @@ TEST(AccessCounts, BinaryBuddy) {
   Meter meter(arena);
   BuddyHeap<BuddyConfig, Top> heap(config, arena, std::uint8_t{1});
   void *a = nullptr, *b = nullptr;
-  // The lists are DLLists (one per size, circular with a sentinel): a push reads the
-  // sentinel's next twice and writes the node's prev and next, the old first's prev and the
-  // sentinel's next (2 reads, 4 writes); an unlink reads prev and next twice each and writes
-  // two links (4 reads, 2 writes); taking the first reads the sentinel's next (1 read).
+  // The free lists and the list of areas are DLLists (circular, with a sentinel): a push
+  // reads the sentinel's next twice and writes the node's prev and next, the old first's
+  // prev and the sentinel's next (2 reads, 4 writes); an unlink reads prev and next twice
+  // each and writes two links (4 reads, 2 writes); taking the first reads the sentinel's
+  // next (1 read).
   //
   // malloc(8): 8 usable + the 16-byte header: the 32-byte class. The list of 32 probed (1
   // step, the sentinel's next read: 1, empty); no larger list yet. A new area: requested (1
-  // step; the arena's obtain 1 step, ArenaHeap's two header words 2 writes); the area list's
-  // head read (1), the area's prev, next, the head and the root's bytes written (4). Split
-  // 128 -> 64 + 64 and 64 -> 32 + 32 (1 step each); each right half pushed: its word
-  // written (1), the push (2 reads, 4 writes). The block's word written in use (1), the
-  // object's size word (1).
-  //   steps 1+1+1+2 = 5, reads 1+1+2+2 = 6, writes 2+4+5+5+1+1 = 18
-  EXPECT_EQ(meter([&] { a = heap.malloc(8); }), (Counts{5, 6, 18}));
+  // step; the arena's obtain 1 step, ArenaHeap's two header words 2 writes); the area pushed
+  // on the list of areas (2 reads, 4 writes), the root's bytes written (1). Split 128 -> 64
+  // + 64 and 64 -> 32 + 32 (1 step each); each right half pushed: its word written (1), the
+  // push (2 reads, 4 writes). The block's word written in use (1), the object's size word
+  // (1).
+  //   steps 1+1+1+2 = 5, reads 1+2+2+2 = 7, writes 2+5+5+5+1+1 = 19
+  EXPECT_EQ(meter([&] { a = heap.malloc(8); }), (Counts{5, 7, 19}));
   // malloc(8): the list of 32 probed (1 step, the sentinel's next read 1: the right half),
   // unlinked (4 reads, 2 writes); its word read (1), written in use (1), the size word (1).
   //   steps 1, reads 1+4+1 = 6, writes 2+1+1 = 4
@@ -205,11 +207,11 @@ TEST(AccessCounts, BinaryBuddy) {
   EXPECT_EQ(meter([&] { heap.free(a); }), (Counts{1, 4, 5}));
   // free(b): its word read (1); buddy a looked at (1 step, read 1): free: unlinked (4 reads,
   // 2 writes), merged (1 step); the 64-byte buddy looked at (1 step, read 1): free:
-  // unlinked (4 reads, 2 writes), merged (1 step): the root. Trim: the area unlinked (prev
-  // and next read 2, the head written 1), returned (1 step); ArenaHeap reads its extent's
+  // unlinked (4 reads, 2 writes), merged (1 step): the root. Trim: the area unlinked from
+  // the list of areas (4 reads, 2 writes), returned (1 step); ArenaHeap reads its extent's
   // bytes (1), the arena releases it (1 step).
-  //   steps 1+1+1+1+1+1 = 6, reads 1+1+4+1+4+2+1 = 14, writes 2+2+1 = 5
-  EXPECT_EQ(meter([&] { heap.free(b); }), (Counts{6, 14, 5}));
+  //   steps 1+1+1+1+1+1 = 6, reads 1+1+4+1+4+4+1 = 16, writes 2+2+2 = 6
+  EXPECT_EQ(meter([&] { heap.free(b); }), (Counts{6, 16, 6}));
   EXPECT_EQ(arena.bytesHeld(), 0u);
 }
 

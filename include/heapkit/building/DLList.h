@@ -1,6 +1,8 @@
 // DLList: a circular doubly linked dictionary of free objects with a sentinel. Any object
 // can unlink itself without knowing which list holds it, which is what lets CoalesceHeap
-// take a free neighbour out of whatever bin it sits in.
+// take a free neighbour out of whatever bin it sits in. It is also the library's one list
+// of whole chunks (SegregatedFitHeap's chunks, BuddyHeap's areas): the record at the
+// start of each begins with a Node, so a chunk leaves the list in O(1) when it is freed.
 //
 // Every operation takes the heap that owns the list: the sentinel and the links are its
 // metadata, loaded and stored through it (core/Counting.h), so a counting heap counts
@@ -51,6 +53,20 @@ class DLList {
     if (node == &sentinel_) return nullptr;
     unlink(heap, node);
     return node;
+  }
+
+  // A walk from the first object to the last: first is nullptr when the list is empty,
+  // next nullptr after the last. Each reads one link through the heap (pass an
+  // Uncounted for a walk that is no heap's work).
+  template <class H>
+  void* first(H& heap) const {
+    Node* node = loadMetadata(heap, sentinel_.next);
+    return node == &sentinel_ ? nullptr : node;
+  }
+  template <class H>
+  void* next(H& heap, const void* object) const {
+    Node* node = loadMetadata(heap, static_cast<const Node*>(object)->next);
+    return node == &sentinel_ ? nullptr : node;
   }
 
   // How many objects the list holds: a walk, for tests (not counted).

@@ -296,8 +296,7 @@ class BuddyHeap : public Super {
   using Role = buddy::Role;
 
   struct Area {
-    Area* prev;
-    Area* next;
+    DLList::Node link;  // on the list of areas
     std::size_t rootBytes;
     std::size_t liveBlocks;  // kept only when not coalescing, for trim
   };
@@ -319,7 +318,7 @@ class BuddyHeap : public Super {
   BuddyHeap& operator=(const BuddyHeap&) = delete;
 
   ~BuddyHeap() {
-    while (areas_ != nullptr) releaseArea(areas_);
+    while (void* area = areas_.first(*this)) releaseArea(static_cast<Area*>(area));
   }
 
   void* malloc(std::size_t size) {
@@ -374,7 +373,9 @@ class BuddyHeap : public Super {
   template <class Visitor>
   void forEachBlock(Visitor&& visit) const {
     std::size_t ordinal = 0;
-    for (Area* area = areas_; area != nullptr; area = area->next, ++ordinal) {
+    Uncounted walk;
+    for (void* listed = areas_.first(walk); listed != nullptr; listed = areas_.next(walk, listed), ++ordinal) {
+      auto* area = static_cast<Area*>(listed);
       char* root = rootOf(area);
       for (std::size_t offset = 0; offset < area->rootBytes;) {
         BlockWord word = BlockWord::decode(*reinterpret_cast<std::size_t*>(root + offset));
@@ -449,11 +450,7 @@ class BuddyHeap : public Super {
     auto* area = static_cast<Area*>(Super::malloc(kAreaPrefixBytes + rootBytes));
     countStep(*this);  // the area requested
     if (area == nullptr) return nullptr;
-    Area* head = load(areas_);
-    store(area->prev, nullptr);
-    store(area->next, head);
-    if (head != nullptr) store(head->prev, area);
-    store(areas_, area);
+    areas_.insert(*this, area);
     store(area->rootBytes, rootBytes);
     if (!params_.coalesce) store(area->liveBlocks, 0);
     highestRootIndex_ = std::max(highestRootIndex_, root);
@@ -531,18 +528,14 @@ class BuddyHeap : public Super {
   }
 
   void releaseArea(Area* area) {
-    Area* prev = load(area->prev);
-    Area* next = load(area->next);
-    if (prev != nullptr) store(prev->next, next);
-    else store(areas_, next);
-    if (next != nullptr) store(next->prev, prev);
+    DLList::unlink(*this, area);
     countStep(*this);  // the area returned
     Super::free(area);
   }
 
   [[no_unique_address]] Params params_;
   [[no_unique_address]] buddy::SizeClassesOf<Params> classes_;
-  Area* areas_ = nullptr;
+  DLList areas_;
   unsigned highestRootIndex_ = 0;
   std::array<DLList, buddy::kMaxClasses> freeLists_;
 };

@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "heapkit/building/DLList.h"
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
 #include "heapkit/core/SizeWord.h"
@@ -126,8 +127,7 @@ class SegregatedFitHeap : public Super {
   static constexpr std::size_t kMinBlockBytes = 32;
 
   struct Chunk {
-    Chunk* prev;
-    Chunk* next;
+    DLList::Node link;  // on the list of chunks (building/DLList.h)
     std::size_t bytes;
     std::size_t reserved;
   };
@@ -173,7 +173,7 @@ class SegregatedFitHeap : public Super {
   SegregatedFitHeap& operator=(const SegregatedFitHeap&) = delete;
 
   ~SegregatedFitHeap() {
-    while (chunks_ != nullptr) releaseChunk(chunks_);
+    while (void* chunk = chunks_.first(*this)) releaseChunk(static_cast<Chunk*>(chunk));
     if (lists_ != nullptr) munmap(lists_, tableBytes_);
   }
 
@@ -226,7 +226,9 @@ class SegregatedFitHeap : public Super {
   // For tests and the DMM map: every block of every chunk, in address order.
   template <class Visitor>
   void forEachBlock(Visitor&& visit) const {
-    for (Chunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next) {
+    Uncounted walk;
+    for (void* listed = chunks_.first(walk); listed != nullptr; listed = chunks_.next(walk, listed)) {
+      auto* chunk = static_cast<Chunk*>(listed);
       for (char* block = firstBlock(chunk);; block += rawLength(block)) {
         std::size_t word = rawWord(block);
         if ((word & ~sizeword::kFlagMask) == 0) break;
@@ -302,11 +304,7 @@ class SegregatedFitHeap : public Super {
     countStep(*this);  // the chunk requested
     if (chunk == nullptr) return nullptr;
     store(chunk->bytes, Super::getSize(chunk) & ~std::size_t{15});
-    Chunk* head = load(chunks_);
-    store(chunk->prev, nullptr);
-    store(chunk->next, head);
-    if (head != nullptr) store(head->prev, chunk);
-    store(chunks_, chunk);
+    chunks_.insert(*this, chunk);
     writeWord(fenceOf(chunk), 0);
     if (length + overhead <= nextChunkBytes_) {
       std::size_t grown = nextChunkBytes_ / 100 * config_.chunkGrowthPercent;
@@ -316,11 +314,7 @@ class SegregatedFitHeap : public Super {
   }
 
   void releaseChunk(Chunk* chunk) {
-    Chunk* prev = load(chunk->prev);
-    Chunk* next = load(chunk->next);
-    if (prev != nullptr) store(prev->next, next);
-    else store(chunks_, next);
-    if (next != nullptr) store(next->prev, prev);
+    DLList::unlink(*this, chunk);
     countStep(*this);  // the chunk returned
     Super::free(chunk);
   }
@@ -457,10 +451,10 @@ class SegregatedFitHeap : public Super {
   // Deferred coalescing: one pass over every chunk merges each run of free blocks.
   void coalesceEverything() {
     freesSinceCoalescing_ = 0;
-    Chunk* chunk = load(chunks_);
+    auto* chunk = static_cast<Chunk*>(chunks_.first(*this));
     while (chunk != nullptr) {
       countStep(*this);  // a chunk visited
-      Chunk* nextChunk = load(chunk->next);
+      auto* nextChunk = static_cast<Chunk*>(chunks_.next(*this, chunk));
       char* block = firstBlock(chunk);
       bool released = false;
       while (!released) {
@@ -762,7 +756,7 @@ class SegregatedFitHeap : public Super {
   std::size_t freesSinceCoalescing_ = 0;
   ListHead* lists_ = nullptr;
   Tail* tails_ = nullptr;
-  Chunk* chunks_ = nullptr;
+  DLList chunks_;
 };
 
 }  // namespace heapkit
