@@ -1,8 +1,8 @@
 // Work and metadata accesses, derived by hand from the code of each layer, for small
-// hand-made traces: every list kind and order of SegregatedFitHeap, a binary buddy, the
-// Kingsley and Lea heaps. The counts come from the accesses themselves (core/Counting.h:
-// loadMetadata, storeMetadata, countStep), so these figures are what the code touches;
-// each comment walks through the code path that gives it. The constants the layers used
+// hand-made traces: every list kind and order of SegregatedFitHeap and its trim, a binary
+// buddy, the Kingsley and Lea heaps. The counts come from the accesses themselves
+// (core/Counting.h: loadMetadata, storeMetadata, countStep), so these figures are what the
+// code touches; each comment walks through the code path that gives it. The constants the layers used
 // to type beside their code gave other figures (SegregatedFitHeap's insertFree counted 1
 // read and 4 writes for every list kind and order, Kingsley's bump a step), so this test
 // failed on them.
@@ -172,6 +172,34 @@ TEST(AccessCounts, EveryListKindAndOrderOfSegregatedFitHeap) {
       EXPECT_EQ(again, c.order == ListOrder::Lifo ? b : c.order == ListOrder::Fifo ? c2 : a);
     }
   }
+}
+
+// ---- SegregatedFitHeap with boundary tags, immediate coalescing and trim ------------------
+TEST(AccessCounts, SegregatedFitHeapGivesAWhollyFreeChunkBack) {
+  SegregatedFitConfig config;
+  config.classCount = 1;
+  config.header = HeaderLayout::BoundaryTags;
+  config.coalescing = Coalescing::Immediate;
+  config.trim = true;
+  config.chunkBytes = config.maxChunkBytes = 4096;
+  Arena arena(std::size_t{1} << 30);
+  Meter meter(arena);
+  SegregatedFitHeap<SegregatedFitConfig, Top> heap(config, arena, std::uint8_t{1});
+  void* a = nullptr;
+  // The carving is the one above (boundary tags have the 8-byte header, and carving writes
+  // no tag).
+  EXPECT_EQ(meter([&] { a = heap.malloc(24); }), kFirstCarve);
+  // free(a): its size word read (1). The block after it is the tail: its word read (1),
+  // not free; a's previous block is not free. The tail compared (1 step: the cursor read,
+  // 1): a gives itself back to it: a's word rewritten as the tail's (1 write), the cursor
+  // written (1 write), a merge (1 step). a was the chunk's first block, and the design
+  // trims: the cursor cleared (1 write) and the chunk unlinked from the list of chunks, a
+  // DLList (its prev and next read twice each, 4 reads; two links written, 2 writes),
+  // returned (1 step); ArenaHeap reads its extent's bytes (1), the arena releases it (1
+  // step). Nothing is listed.
+  //   steps 1+1+1+1 = 4, reads 1+1+1+4+1 = 8, writes 1+1+1+2 = 5
+  EXPECT_EQ(meter([&] { heap.free(a); }), (Counts{4, 8, 5}));
+  EXPECT_EQ(arena.bytesHeld(), 0u);
 }
 
 // ---- a binary buddy: 32-byte smallest block, 128-byte areas, coalescing and trim -----------
