@@ -18,7 +18,8 @@
 // multiple of 16) and four flags. Layouts: an 8-byte header (usable = length - 8), a
 // 16-byte header (usable = length - 16), or boundary tags: the 8-byte header, plus, while
 // a block is free, its length in its last word and a flag in the next block's header, so
-// that it can merge with both neighbours in O(1), as in dlmalloc.
+// that it can merge with both neighbours in O(1), as in dlmalloc (objectrep/BoundaryTags.h,
+// LeaHeap's tags).
 //
 //   chunk: [Chunk 32][pad to align][block][block]...[tail][fence: size word 0]
 //
@@ -44,6 +45,7 @@
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
 #include "heapkit/core/SizeWord.h"
+#include "heapkit/objectrep/BoundaryTags.h"
 
 namespace heapkit {
 
@@ -123,7 +125,11 @@ template <class Config, SizedHeap Super>
 class SegregatedFitHeap : public Super {
   // Size-word flags. kFirst marks the first block of a chunk: a block that is first and
   // reaches the fence is the whole chunk.
-  static constexpr std::size_t kFree = 1, kPreviousFree = 2, kTail = 4, kFirst = 8;
+  // kFree and kPreviousFree are the boundary tags' (objectrep/BoundaryTags.h), which every
+  // layout keeps in the size word; only the boundary-tag layout writes the tags.
+  static constexpr std::size_t kFree = BoundaryTags::kFree, kPreviousFree = BoundaryTags::kPreviousFree;
+  static constexpr std::size_t kTail = 2, kFirst = 8;
+  static_assert(((kTail | kFirst) & (kFree | kPreviousFree)) == 0);
   static constexpr std::size_t kMinBlockBytes = 32;
 
   struct Chunk {
@@ -198,7 +204,7 @@ class SegregatedFitHeap : public Super {
         splitOff(block, word, length);  // the remainder, free, stays before the next block
       } else {
         writeWord(block, word);
-        if (tagged()) setFlagsOf(block + found, 0, kPreviousFree);
+        if (tagged()) BoundaryTags::tellNextInUse(*this, objectOf(block), found);
       }
     } else {
       block = carve(list, length);
@@ -272,15 +278,10 @@ class SegregatedFitHeap : public Super {
   std::size_t lengthOf(char* block) { return readWord(block) & ~sizeword::kFlagMask; }
   char* nextBlock(char* block) { return block + lengthOf(block); }
 
-  // Boundary tags: a free block's length in its last word.
-  void writeFooter(char* block, std::size_t length) {
-    store(*reinterpret_cast<std::size_t*>(block + length - sizeof(std::size_t)), length);
-  }
+  // Boundary tags (objectrep/BoundaryTags.h) take the object: with the 8-byte header the
+  // size word just before it is the block's, as theirs is. Only when kPreviousFree is set.
   char* previousBlock(char* block) {
-    return block - load(*reinterpret_cast<std::size_t*>(block - sizeof(std::size_t)));
-  }
-  void setFlagsOf(char* block, std::size_t set, std::size_t clear) {
-    writeWord(block, (readWord(block) | set) & ~clear);
+    return blockOf(static_cast<char*>(BoundaryTags::previous(*this, objectOf(block))));
   }
 
   // ---- chunks ----------------------------------------------------------------------------
@@ -515,10 +516,7 @@ class SegregatedFitHeap : public Super {
   void insertFree(char* block, std::size_t word) {
     std::size_t length = word & ~sizeword::kFlagMask;
     writeWord(block, word | kFree);
-    if (tagged()) {
-      writeFooter(block, length);
-      setFlagsOf(block + length, kPreviousFree, 0);
-    }
+    if (tagged()) BoundaryTags::tellNextFree(*this, objectOf(block), length);
     ListHead& list = lists_[listOf(length)];
     if (config_.structure == ListStructure::SizeTree) {
       store(list.head, treeInsert(load(list.head), block, length));

@@ -52,16 +52,26 @@ struct BoundaryTags {
   static void setFree(H& heap, void* block) {
     std::size_t word = loadMetadata(heap, sizeWord(block)) | kFree;
     storeMetadata(heap, sizeWord(block), word);
-    std::size_t bytes = word & ~sizeword::kFlagMask;
-    void* following = static_cast<char*>(block) + bytes;
-    storeMetadata(heap, previousBytes(following), bytes);
-    storeMetadata(heap, sizeWord(following), loadMetadata(heap, sizeWord(following)) | kPreviousFree);
+    tellNextFree(heap, block, word & ~sizeword::kFlagMask);
   }
   template <class H>
   static void setInUse(H& heap, void* block) {
     std::size_t word = loadMetadata(heap, sizeWord(block));
     storeMetadata(heap, sizeWord(block), word & ~kFree);
-    void* following = static_cast<char*>(block) + (word & ~sizeword::kFlagMask);
+    tellNextInUse(heap, block, word & ~sizeword::kFlagMask);
+  }
+  // The tags alone, for a layer that writes a block's size word itself and so knows its
+  // length (`bytes`): the free block's length in its last word and the next block's
+  // kPreviousFree flag set, or that flag cleared once the block is in use again.
+  template <class H>
+  static void tellNextFree(H& heap, void* block, std::size_t bytes) {
+    void* following = static_cast<char*>(block) + bytes;
+    storeMetadata(heap, previousBytes(following), bytes);
+    storeMetadata(heap, sizeWord(following), loadMetadata(heap, sizeWord(following)) | kPreviousFree);
+  }
+  template <class H>
+  static void tellNextInUse(H& heap, void* block, std::size_t bytes) {
+    void* following = static_cast<char*>(block) + bytes;
     storeMetadata(heap, sizeWord(following), loadMetadata(heap, sizeWord(following)) & ~kPreviousFree);
   }
   template <class H>
