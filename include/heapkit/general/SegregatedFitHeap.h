@@ -204,7 +204,7 @@ class SegregatedFitHeap : public Super {
         splitOff(block, word, length);  // the remainder, free, stays before the next block
       } else {
         writeWord(block, word);
-        if (tagged()) BoundaryTags::tellNextInUse(*this, objectOf(block), found);
+        if (tagged()) BoundaryTags::tellNextInUse(*this, taggedObjectOf(block), found);
       }
     } else {
       block = carve(list, length);
@@ -278,10 +278,13 @@ class SegregatedFitHeap : public Super {
   std::size_t lengthOf(char* block) { return readWord(block) & ~sizeword::kFlagMask; }
   char* nextBlock(char* block) { return block + lengthOf(block); }
 
-  // Boundary tags (objectrep/BoundaryTags.h) take the object: with the 8-byte header the
-  // size word just before it is the block's, as theirs is. Only when kPreviousFree is set.
+  // Boundary tags (objectrep/BoundaryTags.h) take the object: the boundary-tag layout has
+  // the 8-byte header, so the size word just before the object is the block's, as theirs
+  // is (a constant offset, which the layout's run-time test does not have to fold).
+  static char* taggedObjectOf(char* block) { return block + BoundaryTags::kSizeWordBytes; }
+  // Only when kPreviousFree is set.
   char* previousBlock(char* block) {
-    return blockOf(static_cast<char*>(BoundaryTags::previous(*this, objectOf(block))));
+    return static_cast<char*>(BoundaryTags::previous(*this, taggedObjectOf(block))) - BoundaryTags::kSizeWordBytes;
   }
 
   // ---- chunks ----------------------------------------------------------------------------
@@ -516,7 +519,7 @@ class SegregatedFitHeap : public Super {
   void insertFree(char* block, std::size_t word) {
     std::size_t length = word & ~sizeword::kFlagMask;
     writeWord(block, word | kFree);
-    if (tagged()) BoundaryTags::tellNextFree(*this, objectOf(block), length);
+    if (tagged()) BoundaryTags::tellNextFree(*this, taggedObjectOf(block), length);
     ListHead& list = lists_[listOf(length)];
     if (config_.structure == ListStructure::SizeTree) {
       store(list.head, treeInsert(load(list.head), block, length));

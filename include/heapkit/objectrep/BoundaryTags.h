@@ -64,13 +64,13 @@ struct BoundaryTags {
   // length (`bytes`): the free block's length in its last word and the next block's
   // kPreviousFree flag set, or that flag cleared once the block is in use again.
   template <class H>
-  static void tellNextFree(H& heap, void* block, std::size_t bytes) {
+  [[gnu::always_inline]] static void tellNextFree(H& heap, void* block, std::size_t bytes) {
     void* following = static_cast<char*>(block) + bytes;
     storeMetadata(heap, previousBytes(following), bytes);
     storeMetadata(heap, sizeWord(following), loadMetadata(heap, sizeWord(following)) | kPreviousFree);
   }
   template <class H>
-  static void tellNextInUse(H& heap, void* block, std::size_t bytes) {
+  [[gnu::always_inline]] static void tellNextInUse(H& heap, void* block, std::size_t bytes) {
     void* following = static_cast<char*>(block) + bytes;
     storeMetadata(heap, sizeWord(following), loadMetadata(heap, sizeWord(following)) & ~kPreviousFree);
   }
