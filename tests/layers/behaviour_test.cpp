@@ -181,6 +181,30 @@ TEST(AdaptHeap, FirstFitAcrossMixedSizes) {
   EXPECT_EQ(heap.malloc(16), small);
 }
 
+// A walk sees the list's objects from the last inserted to the first, and ends after the
+// last (the sentinel is never handed out); an object unlinked in the middle drops out.
+TEST(DLList, WalksFromFirstToLastAndSkipsAnUnlinkedObject) {
+  Uncounted plain;
+  DLList list;
+  EXPECT_EQ(list.first(plain), nullptr);
+  DLList::Node a, b, c;
+  list.insert(plain, &a);
+  list.insert(plain, &b);
+  list.insert(plain, &c);
+  auto walk = [&] {
+    std::vector<void*> seen;
+    for (void* node = list.first(plain); node != nullptr; node = list.next(plain, node)) seen.push_back(node);
+    return seen;
+  };
+  EXPECT_EQ(walk(), (std::vector<void*>{&c, &b, &a}));
+  DLList::unlink(plain, &b);
+  EXPECT_EQ(walk(), (std::vector<void*>{&c, &a}));
+  DLList::unlink(plain, &c);
+  DLList::unlink(plain, &a);
+  EXPECT_EQ(list.first(plain), nullptr);
+  EXPECT_TRUE(list.empty(plain));
+}
+
 // Three neighbours carved from one region: freeing them in any order merges them, and the
 // wholly free region goes back to the parent.
 using Coalescing = CoalesceHeap<AdaptHeap<DLList, CoalesceableHeap<64 * 1024, MallocHeap>>>;
