@@ -31,7 +31,8 @@
 // Counting (core/Counting.h, docs/simulator.md): one step per class lookup, per list
 // probed, per list or tree node visited, per split, merge and chunk requested or returned;
 // every header, tag, link, list head, tail cursor and chunk record is read and written
-// through load and store below, which count the access where it happens.
+// through load and store below, or through BoundaryTags (the tags) and DLList (the list of
+// chunks), which take this heap: each counts the access where it happens.
 #pragma once
 
 #include <sys/mman.h>
