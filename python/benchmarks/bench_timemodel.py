@@ -139,11 +139,24 @@ def main() -> None:
             "runs": max(int(r.get("runs", len(r.get("samples", [])) or args.runs)) for _, r in mine),
             "error": statistics.median(abs(p - r["ns"]) / r["ns"] for p, r in mine),
         }
+    # What each part of the model adds, each variant also left one trace out.
+    counts = [f for f in tm.COUNTS if f not in ("reads", "writes")]
+    variants = {
+        "the memory model's counts, one fit over all replays": tm.leave_one_group_out(rows, features=counts,
+                                                                                     offsets=False),
+        "… with an offset per trace": tm.leave_one_group_out(rows, features=counts),
+        "… reads and writes apart": tm.leave_one_group_out(rows, features=[f for f in tm.COUNTS if f != "accesses"]),
+        "… and each mechanism's requests (predicted_ns)": predicted,
+    }
+    for name in names:
+        idx = [i for i, r in enumerate(rows) if r["trace"] == name]
+        per_trace[name]["variants"] = [tm.spearman([v[i] for i in idx], [rows[i]["ns"] for i in idx])
+                                       for v in variants.values()]
     model = tm.fit(rows, machine=_machine(), note=f"fitted by python/benchmarks/bench_timemodel.py on {len(rows)} replays "
                                                   f"of {len(names)} traces")
     if args.write_default:
         model.save(_source_default())
-    section = render(args, rows, per_trace, model)
+    section = render(args, rows, per_trace, model, list(variants))
     replace_section(args.doc, SECTION, section)
     print(section)
 
@@ -198,7 +211,7 @@ def _machine() -> str:
     return ""
 
 
-def render(args, rows, per_trace, model) -> str:
+def render(args, rows, per_trace, model, variants) -> str:
     def met(ok):
         return "**met**" if ok else "**missed**"
 
@@ -245,6 +258,18 @@ def render(args, rows, per_trace, model) -> str:
         f"- Spearman ≥ 0.9 between predicted and measured time on each of ≥ 6 traces over ≥ 40 designs each: "
         f"{met(good == len(per_trace) and len(per_trace) >= 6 and min(t['designs'] for t in per_trace.values()) >= 40)} "
         f"({good} of {len(per_trace)} traces at 0.9 or more; the lowest {worst['model']:.3f}).",
+        "",
+        "What each part of the model adds (Spearman per trace, each trace predicted by the variant fitted on the "
+        "others; traces at 0.9 or more):",
+        "",
+        "| features and fit | " + " | ".join(per_trace) + " | at 0.9 |",
+        "|---|" + "---:|" * (len(per_trace) + 1),
+    ]
+    for k, variant in enumerate(variants):
+        values = [t["variants"][k] for t in per_trace.values()]
+        lines.append(f"| {variant} | " + " | ".join(f"{v:.3f}" for v in values) +
+                     f" | {sum(v >= 0.9 for v in values)} of {len(values)} |")
+    lines += [
         "",
         f"The model fitted on all {len(rows)} replays (shipped as python/heapkit/time_model.json): predicted_ns = "
         f"{coefficients}" + (f" (no weight on {', '.join(zero)})" if zero else "") + ".",

@@ -175,7 +175,7 @@ def _relative_nnls(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def fit(rows: Sequence[Mapping[str, Any]], target: str = "ns", features: Sequence[str] = FITTED,
-        machine: str = "", note: str = "", group: str = "trace") -> TimeModel:
+        machine: str = "", note: str = "", group: str = "trace", offsets: bool = True) -> TimeModel:
     """Non-negative coefficients minimising the relative error of the prediction over ``rows``
     (each a mapping of the features and the measured ``target`` in ns).
 
@@ -191,7 +191,7 @@ def fit(rows: Sequence[Mapping[str, Any]], target: str = "ns", features: Sequenc
         raise ValueError("measured times must be positive")
     groups = [r.get(group) for r in rows]
     names = list(dict.fromkeys(groups))
-    if None in names or len(names) < 2:
+    if not offsets or None in names or len(names) < 2:
         solution = _relative_nnls(x, y)
         return TimeModel({**{f: 0.0 for f in FEATURES}, **{f: float(c) for f, c in zip(features, solution)}},
                          machine, note)
@@ -235,11 +235,11 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def leave_one_group_out(rows: Sequence[Mapping[str, Any]], group: str = "trace", target: str = "ns",
-                        features: Sequence[str] = FITTED) -> list[float]:
+                        features: Sequence[str] = FITTED, offsets: bool = True) -> list[float]:
     """Each row's prediction by the model fitted on the other groups' rows (traces, by default)."""
     predicted = [0.0] * len(rows)
     for held_out in sorted({r[group] for r in rows}):
-        model = fit([r for r in rows if r[group] != held_out], target, features, group=group)
+        model = fit([r for r in rows if r[group] != held_out], target, features, group=group, offsets=offsets)
         for i, r in enumerate(rows):
             if r[group] == held_out:
                 predicted[i] = model.predict(r)
