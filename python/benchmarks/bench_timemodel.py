@@ -10,7 +10,10 @@ designs from the trace's grammar. Each design is simulated (predicted_ns's featu
 replayed for real (heapkit-replay TRACE --spec FILE, one byte written per page of each
 object, the replaying thread's CPU time), --runs rounds that replay every design in turn,
 medians. Each trace's predictions come from the model fitted on the other traces' replays
-(leave one trace out); Spearman's rank correlation per trace, against `work` alone.
+(leave one trace out); Spearman's rank correlation per trace, against `work` alone, and
+what each part of the model adds (the same, for the model without it). --rows keeps the
+measurements; --resimulate recomputes their features, --remeasure replays a trace's
+stored designs again (more rounds for the noisy traces).
 """
 
 from __future__ import annotations
