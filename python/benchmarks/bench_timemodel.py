@@ -10,7 +10,10 @@ designs from the trace's grammar. Each design is simulated (predicted_ns's featu
 replayed for real (heapkit-replay TRACE --spec FILE, one byte written per page of each
 object, the replaying thread's CPU time), --runs rounds that replay every design in turn,
 medians. Each trace's predictions come from the model fitted on the other traces' replays
-(leave one trace out); Spearman's rank correlation per trace, against `work` alone.
+(leave one trace out); Spearman's rank correlation per trace, against `work` alone, and
+what each part of the model adds (the same, for the model without it). --rows keeps the
+measurements; --resimulate recomputes their features, --remeasure replays a trace's
+stored designs again (more rounds for the noisy traces).
 """
 
 from __future__ import annotations
@@ -84,6 +87,9 @@ def main() -> None:
     parser.add_argument("--rows", type=Path, default=None, help="reuse (if present) or save the measurements here")
     parser.add_argument("--resimulate", action="store_true",
                         help="with --rows: keep the measured times, simulate the designs again (the features)")
+    parser.add_argument("--remeasure", default=None,
+                        help="with --rows: comma-separated traces whose stored designs are replayed again, --runs "
+                             "rounds (the noisiest traces, where the ranks are bounded by the noise)")
     parser.add_argument("--trace-dir", type=Path, default=None,
                         help="where --resimulate finds NAME.hkt (or NAME-full.hkt) for rows without trace_path")
     args = parser.parse_args()
@@ -92,6 +98,9 @@ def main() -> None:
     rows: list[dict] = []
     if args.rows is not None and args.rows.exists():
         rows = json.loads(args.rows.read_text())
+        if args.remeasure:
+            remeasure(rows, args.remeasure.split(","), args.runs, tmp)
+            args.rows.write_text(json.dumps(rows, indent=1))
         if args.resimulate:
             resimulate(rows, args.trace_dir)
             args.rows.write_text(json.dumps(rows, indent=1))
@@ -111,7 +120,8 @@ def main() -> None:
             measured = tm.measure(trace, [f for _, f, _ in kept], args.runs, program("heapkit-replay"))
             for (design, _, r), m in zip(kept, measured):
                 rows.append({"trace": name, "design": design.name, **tm.features_of(r), "ns": m["ns"],
-                             "spread": m["spread"], "samples": m["samples"], "peak_footprint": r.peak_footprint,
+                             "spread": m["spread"], "samples": m["samples"], "runs": args.runs,
+                             "peak_footprint": r.peak_footprint,
                              "spec": json.loads(design.to_json()), "trace_path": str(trace)})
         if args.rows is not None:
             args.rows.write_text(json.dumps(rows, indent=1))
@@ -129,15 +139,47 @@ def main() -> None:
             "work": tm.spearman([r["work"] for _, r in mine], measured),
             "min_ms": min(measured) / 1e6, "max_ms": max(measured) / 1e6,
             "noise": statistics.median(r["spread"] for _, r in mine),
+            "runs": max(int(r.get("runs", len(r.get("samples", [])) or args.runs)) for _, r in mine),
             "error": statistics.median(abs(p - r["ns"]) / r["ns"] for p, r in mine),
         }
+    # What each part of the model adds, each variant also left one trace out.
+    counts = [f for f in tm.COUNTS if f not in ("reads", "writes")]
+    variants = {
+        "the memory model's counts, one fit over all replays": tm.leave_one_group_out(rows, features=counts,
+                                                                                     offsets=False),
+        "… with an offset per trace": tm.leave_one_group_out(rows, features=counts),
+        "… reads and writes apart": tm.leave_one_group_out(rows, features=[f for f in tm.COUNTS if f != "accesses"]),
+        "… and each mechanism's requests (predicted_ns)": predicted,
+    }
+    for name in names:
+        idx = [i for i, r in enumerate(rows) if r["trace"] == name]
+        per_trace[name]["variants"] = [tm.spearman([v[i] for i in idx], [rows[i]["ns"] for i in idx])
+                                       for v in variants.values()]
     model = tm.fit(rows, machine=_machine(), note=f"fitted by python/benchmarks/bench_timemodel.py on {len(rows)} replays "
                                                   f"of {len(names)} traces")
     if args.write_default:
         model.save(_source_default())
-    section = render(args, rows, per_trace, model)
+    section = render(args, rows, per_trace, model, list(variants))
     replace_section(args.doc, SECTION, section)
     print(section)
+
+
+def remeasure(rows: list[dict], traces: list[str], runs: int, tmp: Path) -> None:
+    """The stored designs of these traces replayed again, ``runs`` interleaved rounds: their
+    measured times replaced (the rows keep how many rounds each median is of)."""
+    for name in traces:
+        mine = [r for r in rows if r["trace"] == name]
+        if not mine:
+            raise SystemExit(f"--remeasure: no stored replays of trace '{name}'")
+        files = []
+        for i, r in enumerate(mine):
+            path = tmp / f"{name}-remeasure-{i}.json"
+            path.write_text(json.dumps(r["spec"]))
+            files.append(path)
+        print(f"{name}: {len(mine)} designs again, {runs} rounds", file=sys.stderr, flush=True)
+        measured = tm.measure(mine[0]["trace_path"], files, runs, program("heapkit-replay"))
+        for r, m in zip(mine, measured):
+            r.update(ns=m["ns"], spread=m["spread"], samples=m["samples"], runs=runs)
 
 
 def resimulate(rows: list[dict], trace_dir: Path | None) -> None:
@@ -172,7 +214,7 @@ def _machine() -> str:
     return ""
 
 
-def render(args, rows, per_trace, model) -> str:
+def render(args, rows, per_trace, model, variants) -> str:
     def met(ok):
         return "**met**" if ok else "**missed**"
 
@@ -190,20 +232,23 @@ def render(args, rows, per_trace, model) -> str:
         "trace's grammar (`heapkit.timemodel.random_designs`), less those the simulator abandons (over 400 steps per "
         "operation) or that fail a request. Measured: `heapkit-replay TRACE --spec FILE` (the design running for "
         "real, one byte written per page of each object), the replaying thread's CPU time, the median of "
-        f"{args.runs} rounds that each replay every design of the trace once, in a shuffled order. Predicted: "
+        "rounds (the table's column) that each replay every design of the trace once, in a shuffled order. Predicted: "
         "`predicted_ns`, the time model over the simulator's counts (docs/simulator.md, \"The time model\"), "
         "each trace's predictions from the "
         "model fitted on the other traces (leave one trace out)." + (
             " These figures are the stored replays of an earlier run, every design simulated again at this commit "
             "(the measured times kept, the features new: `--rows ROWS.json --resimulate`, ROWS.json the "
-            "measurements a run saved with `--rows`)." if args.resimulate else ""),
+            "measurements a run saved with `--rows`)." if args.resimulate else "") + (
+            f" The designs of {', '.join(args.remeasure.split(','))} were replayed again, {args.runs} rounds "
+            "(`--rows ROWS.json --remeasure TRACES --runs N`: the noisiest traces, whose ranks the noise bounds)."
+            if args.remeasure else ""),
         "",
-        "| trace | operations | designs | measured (ms) | noise | Spearman, predicted_ns | Spearman, work alone | "
-        "median error of predicted_ns |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| trace | operations | designs | rounds | measured (ms) | noise | Spearman, predicted_ns | "
+        "Spearman, work alone | median error of predicted_ns |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, t in per_trace.items():
-        lines.append(f"| {name} | {t['events']:,} | {t['designs']} | {t['min_ms']:.1f}–{t['max_ms']:.1f} | "
+        lines.append(f"| {name} | {t['events']:,} | {t['designs']} | {t['runs']} | {t['min_ms']:.1f}–{t['max_ms']:.1f} | "
                      f"{t['noise']:.0%} | {t['model']:.3f} | {t['work']:.3f} | {t['error']:.0%} |")
     worst = min(per_trace.values(), key=lambda t: t["model"])
     good = sum(1 for t in per_trace.values() if t["model"] >= 0.9)
@@ -216,6 +261,18 @@ def render(args, rows, per_trace, model) -> str:
         f"- Spearman ≥ 0.9 between predicted and measured time on each of ≥ 6 traces over ≥ 40 designs each: "
         f"{met(good == len(per_trace) and len(per_trace) >= 6 and min(t['designs'] for t in per_trace.values()) >= 40)} "
         f"({good} of {len(per_trace)} traces at 0.9 or more; the lowest {worst['model']:.3f}).",
+        "",
+        "What each part of the model adds (Spearman per trace, each trace predicted by the variant fitted on the "
+        "others; traces at 0.9 or more):",
+        "",
+        "| features and fit | " + " | ".join(per_trace) + " | at 0.9 |",
+        "|---|" + "---:|" * (len(per_trace) + 1),
+    ]
+    for k, variant in enumerate(variants):
+        values = [t["variants"][k] for t in per_trace.values()]
+        lines.append(f"| {variant} | " + " | ".join(f"{v:.3f}" for v in values) +
+                     f" | {sum(v >= 0.9 for v in values)} of {len(values)} |")
+    lines += [
         "",
         f"The model fitted on all {len(rows)} replays (shipped as python/heapkit/time_model.json): predicted_ns = "
         f"{coefficients}" + (f" (no weight on {', '.join(zero)})" if zero else "") + ".",

@@ -416,7 +416,7 @@ def calibrate(traces: tuple[Path, ...], output: Path, designs: int, runs: int, s
                       f"{heapkit.timemodel.spearman([model.predict(r) for r in mine], [r['ns'] for r in mine]):.3f}",
                       f"{heapkit.timemodel.spearman([r['work'] for r in mine], [r['ns'] for r in mine]):.3f}")
     out.print(table)
-    out.print(", ".join(f"{f} {c:.4g} ns" for f, c in model.coefficients.items()))
+    out.print(", ".join(f"{f} {c:.4g} ns" for f, c in model.coefficients.items() if c > 0) + " (every other feature 0)")
 
 
 @main.command()

@@ -14,6 +14,19 @@ per page of each object it hands out, CPU time. The coefficients are per machine
 package ships ones fitted on the machine heapkit was developed on (``time_model.json``
 beside this file); ``heapkit calibrate`` fits them on yours and writes a file that
 ``HEAPKIT_TIME_MODEL`` (or ``--time-model``) points the simulator and the search at.
+
+Besides the memory model's counts, each mechanism's requests are a feature of their own
+(``requests_<mechanism>``: the requests the design's allocators of that mechanism served,
+from the DMM map; ``requests_os`` those of the OS fallback): the instructions and branches of
+an allocation and a free differ by mechanism beyond what ``work`` and the accesses count (a
+size-class lookup by binary search, a buddy's split and merge, the run-time configured
+code's tests), and those cost per request, whatever the trace.
+
+The fit gives each trace of the calibration an offset of its own (what the replay of that
+trace costs whatever the design: reading the trace, the program's own touches), so that
+the features' weights are learnt from how designs differ on the same trace, which is what
+ranking them takes; the ``events`` coefficient is then fitted to those offsets, so that a
+prediction on a new trace includes its share.
 """
 
 from __future__ import annotations
@@ -28,8 +41,34 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-FEATURES = ("events", "work", "accesses", "l1_misses", "l2_misses", "l3_misses", "tlb_misses", "pages_touched",
-            "releases", "copied_bytes")
+def _mechanisms() -> tuple[str, ...]:
+    """The spec format's mechanisms (its schema's enum), and "os" for the OS fallback."""
+    schema = json.loads((Path(__file__).with_name("schemas") / "dmm-spec.schema.json").read_text(encoding="utf-8"))
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            mechanism = node.get("mechanism")
+            if isinstance(mechanism, dict) and isinstance(mechanism.get("enum"), list):
+                found.extend(m for m in mechanism["enum"] if m not in found)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(schema)
+    return tuple(found) + ("os",)
+
+
+MECHANISMS = _mechanisms()
+COUNTS = ("events", "work", "accesses", "reads", "writes", "l1_misses", "l2_misses", "l3_misses", "tlb_misses",
+          "pages_touched", "releases", "copied_bytes")
+REQUEST_FEATURES = tuple(f"requests_{m}" for m in MECHANISMS)
+FEATURES = COUNTS + REQUEST_FEATURES
+# What the fit weighs by default: accesses is reads + writes (kept so that older model files
+# still load), so the fit weighs reads and writes instead.
+FITTED = tuple(f for f in FEATURES if f != "accesses")
 FORMAT = "heapkit-time-model/1"
 DEFAULT_PATH = Path(__file__).with_name("time_model.json")
 ENVIRONMENT = "HEAPKIT_TIME_MODEL"
@@ -126,22 +165,52 @@ def nonnegative_least_squares(a: np.ndarray, b: np.ndarray, iterations: int = 50
     return x
 
 
-def fit(rows: Sequence[Mapping[str, float]], target: str = "ns", features: Sequence[str] = FEATURES,
-        machine: str = "", note: str = "") -> TimeModel:
-    """Non-negative coefficients minimising the relative error of the prediction over ``rows``
-    (each a mapping of the features and the measured ``target`` in ns)."""
-    if not rows:
-        raise ValueError("no measurements to fit the time model to")
-    x = np.array([[float(r.get(f, 0) or 0) for f in features] for r in rows])
-    y = np.array([float(r[target]) for r in rows])
-    if (y <= 0).any():
-        raise ValueError("measured times must be positive")
+def _relative_nnls(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Non-negative x-coefficients minimising the relative error of x @ c against y."""
     # Columns scaled to unit size so that the solver's tolerance means the same for all.
     scale = np.abs(x).max(axis=0)
     scale[scale == 0] = 1.0
     weights = 1.0 / y
-    solution = nonnegative_least_squares(x / scale * weights[:, None], y * weights)
-    return TimeModel({f: float(c / s) for f, c, s in zip(features, solution, scale)}, machine, note)
+    return nonnegative_least_squares(x / scale * weights[:, None], y * weights) / scale
+
+
+def fit(rows: Sequence[Mapping[str, Any]], target: str = "ns", features: Sequence[str] = FITTED,
+        machine: str = "", note: str = "", group: str = "trace", offsets: bool = True) -> TimeModel:
+    """Non-negative coefficients minimising the relative error of the prediction over ``rows``
+    (each a mapping of the features and the measured ``target`` in ns).
+
+    When the rows name their trace (``group``), each trace gets a non-negative offset of its
+    own, fitted with the coefficients of the features that vary between designs; the
+    features constant within every trace (``events``) are then fitted to the offsets."""
+    if not rows:
+        raise ValueError("no measurements to fit the time model to")
+    features = list(features)
+    x = np.array([[float(r.get(f, 0) or 0) for f in features] for r in rows])
+    y = np.array([float(r[target]) for r in rows])
+    if (y <= 0).any():
+        raise ValueError("measured times must be positive")
+    groups = [r.get(group) for r in rows]
+    names = list(dict.fromkeys(groups))
+    if not offsets or None in names or len(names) < 2:
+        solution = _relative_nnls(x, y)
+        return TimeModel({**{f: 0.0 for f in FEATURES}, **{f: float(c) for f, c in zip(features, solution)}},
+                         machine, note)
+    member = np.array([[g == name for name in names] for g in groups], dtype=float)
+    per_trace = [i for i, f in enumerate(features)
+                 if all(np.ptp(x[member[:, t] > 0, i]) == 0 for t in range(len(names)))]
+    varying = [i for i in range(len(features)) if i not in per_trace]
+    solution = _relative_nnls(np.hstack([x[:, varying], member]), y)
+    coefficients = {f: 0.0 for f in (*FEATURES, *features)}
+    for i, c in zip(varying, solution):
+        coefficients[features[i]] = float(c)
+    offsets = solution[len(varying):]
+    if per_trace and (offsets > 0).any():
+        first = [groups.index(name) for name in names]
+        kept = offsets > 0
+        level = _relative_nnls(x[first][:, per_trace][kept], offsets[kept])
+        for i, c in zip(per_trace, level):
+            coefficients[features[i]] = float(c)
+    return TimeModel(coefficients, machine, note)
 
 
 def ranks(values: Sequence[float]) -> np.ndarray:
@@ -166,11 +235,11 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def leave_one_group_out(rows: Sequence[Mapping[str, Any]], group: str = "trace", target: str = "ns",
-                        features: Sequence[str] = FEATURES) -> list[float]:
+                        features: Sequence[str] = FITTED, offsets: bool = True) -> list[float]:
     """Each row's prediction by the model fitted on the other groups' rows (traces, by default)."""
     predicted = [0.0] * len(rows)
     for held_out in sorted({r[group] for r in rows}):
-        model = fit([r for r in rows if r[group] != held_out], target, features)
+        model = fit([r for r in rows if r[group] != held_out], target, features, group=group, offsets=offsets)
         for i, r in enumerate(rows):
             if r[group] == held_out:
                 predicted[i] = model.predict(r)
@@ -178,9 +247,19 @@ def leave_one_group_out(rows: Sequence[Mapping[str, Any]], group: str = "trace",
 
 
 def features_of(metrics: Any) -> dict[str, float]:
-    """The model's features from a SimulationMetrics (or a dict of its fields)."""
+    """The model's features from a SimulationMetrics (or a dict of its fields: a mapping's
+    ``dmm_map`` rows are dicts with "mechanism" and "requests")."""
     get = (lambda k: metrics[k]) if isinstance(metrics, Mapping) else (lambda k: getattr(metrics, k))
-    return {f: float(get(f)) for f in FEATURES}
+    features = {f: float(get(f)) for f in COUNTS}
+    features.update({f: 0.0 for f in REQUEST_FEATURES})
+    uses = metrics.get("dmm_map", []) if isinstance(metrics, Mapping) else getattr(metrics, "dmm_map", [])
+    for use in uses:
+        mechanism = use["mechanism"] if isinstance(use, Mapping) else use.mechanism
+        requests = use["requests"] if isinstance(use, Mapping) else use.requests
+        name = "requests_os" if mechanism.startswith("os") else f"requests_{mechanism}"
+        if name in features:
+            features[name] += float(requests)
+    return features
 
 
 def replay_cpu_ns(trace: str | Path, spec: str | Path, replay_program: str | Path, touch: bool = True) -> float:
@@ -274,5 +353,5 @@ def calibrate(traces: Sequence[str | Path], specs: Sequence[Any], runs: int = 3,
     return model, rows
 
 
-__all__ = ["DEFAULT_PATH", "ENVIRONMENT", "FEATURES", "TimeModel", "calibrate", "features_of", "fit", "leave_one_group_out",
+__all__ = ["COUNTS", "DEFAULT_PATH", "ENVIRONMENT", "FEATURES", "FITTED", "MECHANISMS", "REQUEST_FEATURES", "TimeModel", "calibrate", "features_of", "fit", "leave_one_group_out",
            "load", "measure", "nonnegative_least_squares", "parse", "random_designs", "ranks", "spearman"]

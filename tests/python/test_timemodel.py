@@ -84,6 +84,45 @@ def test_leave_one_trace_out_predicts_each_trace_from_the_others():
     assert all(p < r["ns"] * 0.5 for p, r in zip(predicted, odd) if r["trace"] == "t0")
 
 
+def test_each_trace_gets_an_offset_and_events_is_fitted_to_the_offsets():
+    # Each trace costs a fixed amount whatever the design (its events at 40 ns, and a part
+    # no feature explains); within a trace the designs differ by work and pages touched.
+    rng = random.Random(7)
+    truth = {"work": 2.0, "pages_touched": 500.0}
+    rows = []
+    for t in range(5):
+        events = rng.uniform(1e5, 1e6)
+        unexplained = rng.uniform(0, 0.2) * 40 * events
+        for _ in range(12):
+            work, pages = rng.uniform(1e5, 5e6), rng.uniform(1e2, 1e4)
+            rows.append({"trace": f"t{t}", "events": events, "work": work, "pages_touched": pages,
+                         "ns": 40 * events + unexplained + 2.0 * work + 500.0 * pages})
+    model = tm.fit(rows, features=("events", "work", "pages_touched"))
+    # The slopes are exactly those of the designs' differences, though no coefficient explains
+    # every trace's level; events takes the levels (at least their 40 ns, the rest as it fits).
+    for f, c in truth.items():
+        assert model.coefficients[f] == pytest.approx(c, rel=1e-6), f
+    assert 40.0 <= model.coefficients["events"] <= 40.0 * 1.2
+    # A plain fit over the same rows, without the offsets, misweighs the slopes.
+    pooled = tm.fit([{k: v for k, v in r.items() if k != "trace"} for r in rows],
+                    features=("events", "work", "pages_touched"))
+    assert pooled.coefficients["work"] != pytest.approx(2.0, rel=1e-3)
+
+
+def test_requests_of_each_mechanism_are_features(churn_trace):
+    two = {"format": "heapkit-dmm/1", "name": "two", "fallback": "os",
+           "allocators": [{"range": [0, 256], "mechanism": "kingsley"}, {"range": [256, None], "mechanism": "lea"}]}
+    kng, mixed = heapkit.simulate(churn_trace, ["KNG", two])
+    features = tm.features_of(kng)
+    assert features["requests_kingsley"] == kng.dmm_map[0].requests > 0
+    assert sum(features[f] for f in tm.REQUEST_FEATURES) == features["requests_kingsley"]
+    mixed_features = tm.features_of(mixed.to_dict())  # the same from the dict form
+    served = {u.mechanism: u.requests for u in mixed.dmm_map}
+    assert mixed_features["requests_kingsley"] == served["kingsley"] > 0
+    assert mixed_features["requests_lea"] == served["lea"] > 0
+    assert set(tm.MECHANISMS) >= {"kingsley", "lea", "page_segregated", "os"}
+
+
 def test_spearman_on_hand_made_ranks():
     assert tm.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
     assert tm.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
