@@ -18,7 +18,7 @@ bench-sim: configure python
 #   make bench-timemodel [TIMEMODEL_BENCH_ARGS="--runs 7 --designs 60"]
 BENCH_TARGETS += bench-timemodel
 .PHONY: bench-timemodel
-TIMEMODEL_BENCH_ARGS ?= --runs 5 --designs 44 --max-ops 1500000
+TIMEMODEL_BENCH_ARGS ?= --runs 11 --designs 44 --max-ops 1500000
 
 bench-timemodel: configure python
 	cmake --build $(BUILD) -j $(JOBS) --target heapkit-workload
