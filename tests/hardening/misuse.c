@@ -17,9 +17,9 @@
  *     library stops fewer cases than the first.
  *
  * Sized cases are <kind>-<size>: small 24 B, medium 100 KiB, large 4 MiB; overflow and
- * underflow by n write n bytes just after the requested size or just before the pointer,
- * then free it; a write after free writes the first 16 bytes of the freed block, then
- * allocates and frees two blocks of its size. */
+ * underflow by n change n bytes (by 1 and 32: each to its complement) just after the
+ * requested size or just before the pointer, then free it; a write after free writes the
+ * first 16 bytes of the freed block, then allocates and frees two blocks of its size. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -162,7 +162,16 @@ static int misuseSized(const char* kind, size_t size) {
     const char* amount = strchr(kind, '-') + 1;
     size_t bytes = strcmp(amount, "1m") == 0 ? (size_t)1 << 20 : (size_t)strtoul(amount, NULL, 10);
     heapkit_misuse_announce(p);
-    setOf(kind[0] == 'o' ? p + size : p - bytes, 0x42, bytes);
+    char* first = kind[0] == 'o' ? p + size : p - bytes;
+    if (bytes <= 32) {
+      /* Each byte becomes its complement: a fixed value would miss, 1 run in 256, the
+       * canary byte that happens to equal it (a write of the byte already there changes
+       * nothing a check could see). */
+      volatile char* written = first;
+      for (size_t i = 0; i < bytes; ++i) written[i] = (char)~written[i];
+    } else {
+      setOf(first, 0x42, bytes);
+    }
     freeOf(p);
   } else if (strcmp(kind, "write-after-free") == 0) {
     heapkit_misuse_announce(p);
