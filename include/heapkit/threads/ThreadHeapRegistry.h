@@ -9,7 +9,13 @@
 //    short-lived threads reuse a few heaps.
 //  - Free tokens identify a heap for free's inline path (a superblock holds its owner's
 //    token: see building/Superblock.h). They are never reused: a heap's address may be,
-//    once an instance is destroyed, while other threads still cache a pointer to it.
+//    once an instance is destroyed, while other threads still cache a pointer to it. And
+//    they look random (an odd counter times an odd constant): free's inline path compares
+//    a word of whatever memory a foreign pointer's 64 KiB block holds with one, and small
+//    integers are common there.
+//  - A thread without a heap of any instance caches kNoInstance, which is no instance's
+//    id, and no instance's storage before construction holds it either (static storage
+//    is zero): the inline paths may run before the allocator is constructed.
 // Heap: the per-thread heap, with freeToken(), and the links nextFree, nextAll.
 #pragma once
 
@@ -32,13 +38,20 @@ class ThreadHeapRegistry {
   };
   // A thread's token when it has no heap: no superblock holds it.
   static constexpr std::uint64_t kNoFreeToken = ~std::uint64_t{0};
+  // A thread's instance id when it caches no heap: ids count up from 1.
+  static constexpr std::uint64_t kNoInstance = ~std::uint64_t{0};
 
   // One entry per thread: the heap of the instance it used last.
-  static inline constinit thread_local ThreadCache threadCache{0, nullptr, kNoFreeToken};
+  static inline constinit thread_local ThreadCache threadCache{kNoInstance, nullptr, kNoFreeToken};
 
+  // Odd counters times an odd constant: distinct (a bijection of the odd numbers), never 0
+  // (a closed superblock's token), and never kNoFreeToken (skipped).
   static std::uint64_t newFreeToken() {
-    static constinit std::atomic<std::uint64_t> next{1};
-    return next.fetch_add(1, std::memory_order_relaxed);
+    static constinit std::atomic<std::uint64_t> next{0};
+    for (;;) {
+      std::uint64_t token = (2 * next.fetch_add(1, std::memory_order_relaxed) + 1) * 0x9E3779B97F4A7C15ull;
+      if (token != kNoFreeToken) return token;
+    }
   }
 
   // onThreadExit(heap) runs when a thread that has a heap exits.
@@ -50,7 +63,7 @@ class ThreadHeapRegistry {
   ThreadHeapRegistry& operator=(const ThreadHeapRegistry&) = delete;
   ~ThreadHeapRegistry() {
     if (keyOk_) pthread_key_delete(key_);
-    if (threadCache.instanceId == id_) threadCache = {0, nullptr, kNoFreeToken};
+    if (threadCache.instanceId == id_) threadCache = {kNoInstance, nullptr, kNoFreeToken};
   }
 
   std::uint64_t id() const { return id_; }
@@ -86,7 +99,7 @@ class ThreadHeapRegistry {
   }
   // No thread of this instance caches `heap` any more (the caller is releasing it).
   static void uncache(Heap* heap) {
-    if (threadCache.heap == heap) threadCache = {0, nullptr, kNoFreeToken};
+    if (threadCache.heap == heap) threadCache = {kNoInstance, nullptr, kNoFreeToken};
   }
 
   // Every heap ever made, for the owner's destructor.
