@@ -17,9 +17,10 @@
  *     library stops fewer cases than the first.
  *
  * Sized cases are <kind>-<size>: small 24 B, medium 100 KiB, large 4 MiB; overflow and
- * underflow by n change n bytes (by 1 and 32: each to its complement) just after the
- * requested size or just before the pointer, then free it; a write after free writes the
- * first 16 bytes of the freed block, then allocates and frees two blocks of its size. */
+ * underflow by n write n bytes of 0x42 (by 1: XOR the byte with 0x42, so that it
+ * changes) just after the requested size or just before the pointer, then free it; a write
+ * after free writes the first 16 bytes of the freed block, then allocates and frees two
+ * blocks of its size. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -163,12 +164,13 @@ static int misuseSized(const char* kind, size_t size) {
     size_t bytes = strcmp(amount, "1m") == 0 ? (size_t)1 << 20 : (size_t)strtoul(amount, NULL, 10);
     heapkit_misuse_announce(p);
     char* first = kind[0] == 'o' ? p + size : p - bytes;
-    if (bytes <= 32) {
-      /* Each byte becomes its complement: a fixed value would miss, 1 run in 256, the
-       * canary byte that happens to equal it (a write of the byte already there changes
-       * nothing a check could see). */
+    if (bytes == 1) {
+      /* The byte is XORed with 0x42, so it changes: written as 0x42, it missed, 1 run in
+       * 256, the canary byte that happened to equal it (a write of the byte already there
+       * changes nothing a check could see). A zero byte becomes 0x42 as before. Longer
+       * writes are 0x42s: 32 of them never all equal what they overwrite. */
       volatile char* written = first;
-      for (size_t i = 0; i < bytes; ++i) written[i] = (char)~written[i];
+      *written = (char)(*written ^ 0x42);
     } else {
       setOf(first, 0x42, bytes);
     }
