@@ -205,7 +205,8 @@ TEST(ScalableHeap, InlinePathsTakeOnlyTheirOwnAndNothingBeforeConstruction) {
 }
 
 // Free tokens look random: free's inline path compares one with a word of whatever block
-// a foreign pointer lies in, where small integers are common. Distinct, odd, never 0.
+// a foreign pointer lies in, where small integers and -1 are common. Distinct, odd, never
+// 0; a thread without a heap has one that is none of these either.
 TEST(ThreadHeapRegistry, FreeTokensAreDistinctAndNotSmallIntegers) {
   struct Dummy {
     std::uint64_t freeToken() const { return 0; }
@@ -218,8 +219,12 @@ TEST(ThreadHeapRegistry, FreeTokensAreDistinctAndNotSmallIntegers) {
   for (std::uint64_t token : tokens) {
     EXPECT_GT(token, std::uint64_t{1} << 32) << "a small token";
     EXPECT_NE(token, Registry::kNoFreeToken);
+    EXPECT_NE(token, ~std::uint64_t{0});
     EXPECT_EQ(token & 1, 1u);
   }
+  EXPECT_GT(Registry::kNoFreeToken, std::uint64_t{1} << 32);
+  EXPECT_NE(Registry::kNoFreeToken, ~std::uint64_t{0});
+  EXPECT_EQ(Registry::kNoFreeToken & 1, 0u) << "a heap's token could equal it";
   std::sort(tokens.begin(), tokens.end());
   EXPECT_EQ(std::adjacent_find(tokens.begin(), tokens.end()), tokens.end()) << "a token was reused";
 }

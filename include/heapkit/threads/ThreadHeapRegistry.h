@@ -36,22 +36,21 @@ class ThreadHeapRegistry {
     Heap* heap;
     std::uint64_t freeToken;  // heap->freeToken(), or kNoFreeToken
   };
-  // A thread's token when it has no heap: no superblock holds it.
-  static constexpr std::uint64_t kNoFreeToken = ~std::uint64_t{0};
+  // A thread's token when it has no heap: no superblock holds it (tokens are odd), and it
+  // is no value common in memory either (a thread without a heap compares it with a word
+  // of a foreign pointer's block too; ~0 would match any -1 there).
+  static constexpr std::uint64_t kNoFreeToken = 0x5D1C8A3E6B9F2470ull;
   // A thread's instance id when it caches no heap: ids count up from 1.
   static constexpr std::uint64_t kNoInstance = ~std::uint64_t{0};
 
   // One entry per thread: the heap of the instance it used last.
   static inline constinit thread_local ThreadCache threadCache{kNoInstance, nullptr, kNoFreeToken};
 
-  // Odd counters times an odd constant: distinct (a bijection of the odd numbers), never 0
-  // (a closed superblock's token), and never kNoFreeToken (skipped).
+  // Odd counters times an odd constant: distinct (a bijection of the odd numbers), odd, so
+  // never 0 (a closed superblock's token) nor kNoFreeToken.
   static std::uint64_t newFreeToken() {
     static constinit std::atomic<std::uint64_t> next{0};
-    for (;;) {
-      std::uint64_t token = (2 * next.fetch_add(1, std::memory_order_relaxed) + 1) * 0x9E3779B97F4A7C15ull;
-      if (token != kNoFreeToken) return token;
-    }
+    return (2 * next.fetch_add(1, std::memory_order_relaxed) + 1) * 0x9E3779B97F4A7C15ull;
   }
 
   // onThreadExit(heap) runs when a thread that has a heap exits.
