@@ -60,6 +60,25 @@ void heapkit_ep_fork_child(void) __attribute__((weak));
 
 #ifdef __cplusplus
 }
+
+/* ---- optional, C++, in the wrapper's translation unit ------------------------------ */
+namespace heapkit::entry_points {
+/* A provider that #includes wrapper.cpp (heap_provider.cpp.in does) may specialise
+ * InlinePaths<0>, before the #include, with kProvided = true and
+ *   template <class Otherwise> static void* malloc(size_t size, Otherwise otherwise);
+ *   template <class Otherwise> static void free(void* ptr, Otherwise otherwise);
+ * which malloc and free (and operator new and delete) run first, inline, for any size
+ * and any pointer (0 and NULL included), even before heapkit_ep_init: whatever they do
+ * not take they must pass to otherwise(size) or otherwise(ptr), the wrapper's usual path
+ * (a jump: the wrapper passes a function). free's may read the 64 KiB-aligned block
+ * that holds ptr: the bootstrap buffer is 64 KiB-aligned and a multiple of 64 KiB, so a
+ * pointer into it reads only it. libheapkit.so's are ScalableHeap's mallocInline and
+ * freeInline (docs/malloc-replacement.md). */
+template <int = 0>
+struct InlinePaths {
+  static constexpr bool kProvided = false;
+};
+}  // namespace heapkit::entry_points
 #endif
 
 #endif

@@ -47,8 +47,11 @@ enum : int { kUninitialized, kInitializing, kReady };
 constinit std::atomic<int> state{kUninitialized};
 constinit thread_local bool initializingHere = false;
 
+// 64 KiB-aligned and a multiple of 64 KiB: a provider's inline free may read the 64 KiB
+// block that holds a pointer it is given (heapkit_entry_points.h, InlinePaths), and a
+// pointer into the bootstrap must lead it to no memory but this.
 constexpr std::size_t kBootstrapBytes = 256 * 1024;
-alignas(4096) unsigned char bootstrap[kBootstrapBytes];
+alignas(65536) unsigned char bootstrap[kBootstrapBytes];
 constinit std::atomic<std::size_t> bootstrapUsed{0};
 
 bool inBootstrap(const void* ptr) {
@@ -116,9 +119,24 @@ inline bool ready() {
   return family.malloc(size);
 }
 
-inline void* doMalloc(std::size_t size) {
+inline void* doMallocUsually(std::size_t size) {
   if (state.load(std::memory_order_acquire) == kReady) [[likely]] return family.malloc(size);
   return mallocBeforeReady(size);
+}
+
+using heapkit::entry_points::InlinePaths;
+
+// What the provider's inline path does not take: out of line, reached by a jump.
+[[gnu::noinline, maybe_unused]] void* mallocOtherwise(std::size_t size) { return doMallocUsually(size); }
+
+// Templates, so that `if constexpr` discards the inline paths a provider does not have.
+template <class Paths = InlinePaths<>>
+inline void* doMalloc(std::size_t size) {
+  if constexpr (Paths::kProvided) {
+    return Paths::malloc(size, mallocOtherwise);
+  } else {
+    return doMallocUsually(size);
+  }
 }
 
 inline void* doMemalign(std::size_t alignment, std::size_t size) {
@@ -126,9 +144,20 @@ inline void* doMemalign(std::size_t alignment, std::size_t size) {
   return family.memalign(alignment, size);
 }
 
-inline void doFree(void* ptr) {
+inline void doFreeUsually(void* ptr) {
   if (ptr == nullptr || inBootstrap(ptr)) return;
   family.free(ptr);  // a pointer not from the bootstrap means the provider is ready
+}
+
+[[gnu::noinline, maybe_unused]] void freeOtherwise(void* ptr) { doFreeUsually(ptr); }
+
+template <class Paths = InlinePaths<>>
+inline void doFree(void* ptr) {
+  if constexpr (Paths::kProvided) {
+    Paths::free(ptr, freeOtherwise);
+  } else {
+    doFreeUsually(ptr);
+  }
 }
 
 void* doCalloc(std::size_t count, std::size_t size) {

@@ -17,9 +17,10 @@
  *     library stops fewer cases than the first.
  *
  * Sized cases are <kind>-<size>: small 24 B, medium 100 KiB, large 4 MiB; overflow and
- * underflow by n write n bytes just after the requested size or just before the pointer,
- * then free it; a write after free writes the first 16 bytes of the freed block, then
- * allocates and frees two blocks of its size. */
+ * underflow by n write n bytes of 0x42 (by 1: XOR the byte with 0x42, so that it
+ * changes) just after the requested size or just before the pointer, then free it; a write
+ * after free writes the first 16 bytes of the freed block, then allocates and frees two
+ * blocks of its size. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -162,7 +163,17 @@ static int misuseSized(const char* kind, size_t size) {
     const char* amount = strchr(kind, '-') + 1;
     size_t bytes = strcmp(amount, "1m") == 0 ? (size_t)1 << 20 : (size_t)strtoul(amount, NULL, 10);
     heapkit_misuse_announce(p);
-    setOf(kind[0] == 'o' ? p + size : p - bytes, 0x42, bytes);
+    char* first = kind[0] == 'o' ? p + size : p - bytes;
+    if (bytes == 1) {
+      /* The byte is XORed with 0x42, so it changes: written as 0x42, it missed, 1 run in
+       * 256, the canary byte that happened to equal it (a write of the byte already there
+       * changes nothing a check could see). A zero byte becomes 0x42 as before. Longer
+       * writes are 0x42s: 32 of them never all equal what they overwrite. */
+      volatile char* written = first;
+      *written = (char)(*written ^ 0x42);
+    } else {
+      setOf(first, 0x42, bytes);
+    }
     freeOf(p);
   } else if (strcmp(kind, "write-after-free") == 0) {
     heapkit_misuse_announce(p);

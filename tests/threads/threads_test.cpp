@@ -3,7 +3,9 @@
 // goes back to its owner), heaps handed on at thread exit, teardown returns everything.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <new>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -151,6 +153,80 @@ TEST(ScalableHeap, RemoteFreesReturnToTheOwner) {
   });
   reuse.join();
   EXPECT_EQ(heap.bytesHeld(), heldAfterProduce) << "remotely freed blocks were not reused";
+}
+
+// The inline paths the malloc wrapper runs first (mallocInline, freeInline): they take
+// what the heap's own malloc and free would, pass everything else to `otherwise`, and take
+// nothing from a heap not yet constructed (zeroed static storage, as libheapkit.so's).
+TEST(ScalableHeap, InlinePathsTakeOnlyTheirOwnAndNothingBeforeConstruction) {
+  using Hardened = ScalableHeap<heapkit::Hardened<MmapHeap>>;
+  std::size_t passedSize = 0;
+  void* passedPointer = nullptr;
+  auto mallocOtherwise = [&](std::size_t size) -> void* {
+    passedSize = size;
+    return nullptr;
+  };
+  auto freeOtherwise = [&](void* pointer) { passedPointer = pointer; };
+
+  alignas(Hardened) alignas(64) static unsigned char storage[sizeof(Hardened)];  // zero, never constructed
+  auto& unconstructed = *std::launder(reinterpret_cast<Hardened*>(storage));
+  EXPECT_EQ(unconstructed.mallocInline(16, mallocOtherwise), nullptr);
+  EXPECT_EQ(passedSize, 16u) << "a heap not yet constructed took a request";
+  alignas(65536) static unsigned char block[2 * 65536];  // zero: what a foreign block may hold
+  unconstructed.freeInline(block + 65536 + 4096, freeOtherwise);
+  EXPECT_EQ(passedPointer, block + 65536 + 4096);
+
+  Hardened heap;
+  void* warm = heap.malloc(32);  // this thread's heap, and a superblock of the class
+  passedSize = 0;
+  void* object = heap.mallocInline(32, mallocOtherwise);
+  ASSERT_NE(object, nullptr) << "the inline path missed a free object";
+  EXPECT_EQ(passedSize, 0u);
+  for (std::size_t size : {std::size_t{0}, std::size_t{1025}, std::size_t{1} << 20, ~std::size_t{0}}) {
+    passedSize = 12345;
+    EXPECT_EQ(heap.mallocInline(size, mallocOtherwise), nullptr);
+    EXPECT_EQ(passedSize, size) << "size " << size << " was not passed on";
+  }
+  passedPointer = nullptr;
+  heap.freeInline(object, freeOtherwise);
+  EXPECT_EQ(passedPointer, nullptr) << "the inline path did not free its own object";
+  EXPECT_EQ(heap.mallocInline(32, mallocOtherwise), object) << "the freed object was not reused first";
+  for (void* other : {static_cast<void*>(nullptr), static_cast<void*>(static_cast<char*>(object) + 8),
+                      static_cast<void*>(block + 65536 + 4096)}) {
+    heap.freeInline(other, freeOtherwise);
+    EXPECT_EQ(passedPointer, other) << "not passed on: " << other;
+  }
+  void* large = heap.malloc(1 << 20);
+  heap.freeInline(large, freeOtherwise);
+  EXPECT_EQ(passedPointer, large) << "a large block took the small-object path";
+  heap.free(large);
+  heap.free(object);
+  heap.free(warm);
+}
+
+// Free tokens look random: free's inline path compares one with a word of whatever block
+// a foreign pointer lies in, where small integers and -1 are common. Distinct, odd, never
+// 0; a thread without a heap has one that is none of these either.
+TEST(ThreadHeapRegistry, FreeTokensAreDistinctAndNotSmallIntegers) {
+  struct Dummy {
+    std::uint64_t freeToken() const { return 0; }
+    Dummy* nextFree = nullptr;
+    Dummy* nextAll = nullptr;
+  };
+  using Registry = ThreadHeapRegistry<Dummy>;
+  std::vector<std::uint64_t> tokens;
+  for (int i = 0; i < 1000; ++i) tokens.push_back(Registry::newFreeToken());
+  for (std::uint64_t token : tokens) {
+    EXPECT_GT(token, std::uint64_t{1} << 32) << "a small token";
+    EXPECT_NE(token, Registry::kNoFreeToken);
+    EXPECT_NE(token, ~std::uint64_t{0});
+    EXPECT_EQ(token & 1, 1u);
+  }
+  EXPECT_GT(Registry::kNoFreeToken, std::uint64_t{1} << 32);
+  EXPECT_NE(Registry::kNoFreeToken, ~std::uint64_t{0});
+  EXPECT_EQ(Registry::kNoFreeToken & 1, 0u) << "a heap's token could equal it";
+  std::sort(tokens.begin(), tokens.end());
+  EXPECT_EQ(std::adjacent_find(tokens.begin(), tokens.end()), tokens.end()) << "a token was reused";
 }
 
 TEST(ScalableHeap, ThreadExitReturnsFreeSuperblocksToThePool) {

@@ -102,6 +102,16 @@ class SuperblockHeap : public Super {
     return allocSmallSlow(size);
   }
 
+  // size <= kDirectBytes: mallocDirect with otherwise(size) for its slow path, which a
+  // malloc wrapper passes (ScalableHeap::mallocInline), so that it is a jump.
+  template <class Otherwise>
+  [[gnu::always_inline]] void* mallocDirectOr(std::size_t size, Otherwise otherwise) {
+    countStep(*this);
+    Superblock* sb = loadMetadata(*this, direct_[(size + 15) / 16]);
+    if (FreeNode* node = loadMetadata(*this, sb->freeList)) [[likely]] return sb->template handOut<kHardened, SuperblockHeap, kSecure>(*this, node);
+    return otherwise(size);
+  }
+
   // kDirectBytes < size <= the largest class.
   [[gnu::always_inline]] void* mallocClass(std::size_t size) {
     countStep(*this);

@@ -9,7 +9,13 @@
 //    short-lived threads reuse a few heaps.
 //  - Free tokens identify a heap for free's inline path (a superblock holds its owner's
 //    token: see building/Superblock.h). They are never reused: a heap's address may be,
-//    once an instance is destroyed, while other threads still cache a pointer to it.
+//    once an instance is destroyed, while other threads still cache a pointer to it. And
+//    they look random (an odd counter times an odd constant): free's inline path compares
+//    a word of whatever memory a foreign pointer's 64 KiB block holds with one, and small
+//    integers are common there.
+//  - A thread without a heap of any instance caches kNoInstance, which is no instance's
+//    id, and no instance's storage before construction holds it either (static storage
+//    is zero): the inline paths may run before the allocator is constructed.
 // Heap: the per-thread heap, with freeToken(), and the links nextFree, nextAll.
 #pragma once
 
@@ -30,15 +36,21 @@ class ThreadHeapRegistry {
     Heap* heap;
     std::uint64_t freeToken;  // heap->freeToken(), or kNoFreeToken
   };
-  // A thread's token when it has no heap: no superblock holds it.
-  static constexpr std::uint64_t kNoFreeToken = ~std::uint64_t{0};
+  // A thread's token when it has no heap: no superblock holds it (tokens are odd), and it
+  // is no value common in memory either (a thread without a heap compares it with a word
+  // of a foreign pointer's block too; ~0 would match any -1 there).
+  static constexpr std::uint64_t kNoFreeToken = 0x5D1C8A3E6B9F2470ull;
+  // A thread's instance id when it caches no heap: ids count up from 1.
+  static constexpr std::uint64_t kNoInstance = ~std::uint64_t{0};
 
   // One entry per thread: the heap of the instance it used last.
-  static inline constinit thread_local ThreadCache threadCache{0, nullptr, kNoFreeToken};
+  static inline constinit thread_local ThreadCache threadCache{kNoInstance, nullptr, kNoFreeToken};
 
+  // Odd counters times an odd constant: distinct (a bijection of the odd numbers), odd, so
+  // never 0 (a closed superblock's token) nor kNoFreeToken.
   static std::uint64_t newFreeToken() {
-    static constinit std::atomic<std::uint64_t> next{1};
-    return next.fetch_add(1, std::memory_order_relaxed);
+    static constinit std::atomic<std::uint64_t> next{0};
+    return (2 * next.fetch_add(1, std::memory_order_relaxed) + 1) * 0x9E3779B97F4A7C15ull;
   }
 
   // onThreadExit(heap) runs when a thread that has a heap exits.
@@ -50,7 +62,7 @@ class ThreadHeapRegistry {
   ThreadHeapRegistry& operator=(const ThreadHeapRegistry&) = delete;
   ~ThreadHeapRegistry() {
     if (keyOk_) pthread_key_delete(key_);
-    if (threadCache.instanceId == id_) threadCache = {0, nullptr, kNoFreeToken};
+    if (threadCache.instanceId == id_) threadCache = {kNoInstance, nullptr, kNoFreeToken};
   }
 
   std::uint64_t id() const { return id_; }
@@ -86,7 +98,7 @@ class ThreadHeapRegistry {
   }
   // No thread of this instance caches `heap` any more (the caller is releasing it).
   static void uncache(Heap* heap) {
-    if (threadCache.heap == heap) threadCache = {0, nullptr, kNoFreeToken};
+    if (threadCache.heap == heap) threadCache = {kNoInstance, nullptr, kNoFreeToken};
   }
 
   // Every heap ever made, for the owner's destructor.

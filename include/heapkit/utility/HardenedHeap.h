@@ -33,6 +33,25 @@ class HardenedHeap : public std::conditional_t<secure<Super>(), CanaryHeap<Super
     }
     Base::free(object);
   }
+
+  // The heap's inline paths (ScalableHeap's), passed up for the malloc wrapper to run
+  // first, when nothing of this layer stands between: over a hardened heap (its inline
+  // free checks alignment itself), not over a secure one (the canaries) nor over one
+  // with owns() (checked here on every free). `otherwise` comes back here for the rest.
+  template <class Otherwise>
+  [[gnu::always_inline]] void* mallocInline(std::size_t size, Otherwise otherwise)
+    requires(hardened<Super>() && !secure<Super>() && !requires(const Super& heap, void* object) { heap.owns(object); } &&
+             requires(Super& heap) { heap.mallocInline(size, otherwise); })
+  {
+    return Super::mallocInline(size, otherwise);
+  }
+  template <class Otherwise>
+  [[gnu::always_inline]] void freeInline(void* object, Otherwise otherwise)
+    requires(hardened<Super>() && !secure<Super>() && !requires(const Super& heap, void* object) { heap.owns(object); } &&
+             requires(Super& heap) { heap.freeInline(object, otherwise); })
+  {
+    Super::freeInline(object, otherwise);
+  }
 };
 
 }  // namespace heapkit

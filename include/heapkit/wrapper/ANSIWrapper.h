@@ -57,6 +57,23 @@ class ANSIWrapper : public Super {
     Super::free(realObject(object));
   }
 
+  // The heap's inline paths, when it has them (ScalableHeap::mallocInline, freeInline),
+  // for the malloc wrapper to run first: `otherwise` gets every request they do not take,
+  // size 0, sizes over PTRDIFF_MAX and null included, and is expected to come back here.
+  // Not with aligned objects of ours (kNativeMemalign: pointers are the heap's own).
+  template <class Otherwise>
+  [[gnu::always_inline]] void* mallocInline(std::size_t size, Otherwise otherwise)
+    requires(kNativeMemalign && requires(Super& heap) { heap.mallocInline(size, otherwise); })
+  {
+    return Super::mallocInline(size, otherwise);
+  }
+  template <class Otherwise>
+  [[gnu::always_inline]] void freeInline(void* object, Otherwise otherwise)
+    requires(kNativeMemalign && requires(Super& heap) { heap.freeInline(object, otherwise); })
+  {
+    Super::freeInline(object, otherwise);
+  }
+
   std::size_t getSize(void* object) {
     if (object == nullptr) return 0;
     void* real = realObject(object);
