@@ -50,6 +50,7 @@
 // No lock and no atomic on either.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <new>
@@ -126,6 +127,12 @@ class ScalableHeap {
     std::uint32_t thread = 0;  // the thread it serves, for SelectedThreadHeaps
   };
   using Threads = Registry<ThreadHeapState>;
+  // What a thread's heap takes from Top, whatever the classes' type: room for one that
+  // holds its classes by value (SizeClassTable, as the simulator's does), so that a heap
+  // with classes by type (libheapkit.so's, an emitted design's) holds the same bytes per
+  // thread as the simulator's. At most a page more per thread, never touched.
+  static constexpr std::size_t kThreadHeapBytes =
+      alignUp(std::max(sizeof(ThreadHeapState), sizeof(SuperblockHeap<SizeClassTable, SharedRef, true>) + 64), 4096);
   static constexpr std::size_t kDirectBytes = ThreadHeap::kDirectBytes;
 
  public:
@@ -284,7 +291,7 @@ class ScalableHeap {
       void* memory;
       {
         LockGuard<AdaptiveMutexLock> guard(poolLock_);
-        memory = top().malloc(sizeof(ThreadHeapState));
+        memory = top().malloc(kThreadHeapBytes);
       }
       if (memory == nullptr) return nullptr;
       return new (memory) ThreadHeapState(this, Threads::newFreeToken());
