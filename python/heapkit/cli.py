@@ -444,9 +444,13 @@ def grammar(trace: Path, output: Path | None) -> None:
     `heapkit search --grammar`."""
     from heapkit.grammar import generate_for_trace
 
-    text = generate_for_trace(trace).to_text(
+    generated = generate_for_trace(trace)
+    threads = ("\nIts threads allocate concurrently: only designs with a heap per thread (one page_segregated\n"
+               "allocator over every size, built as libheapkit.so's ScalableHeap).") \
+        if generated.rules["<dmm>"] == [["<page-segregated>"]] else ""
+    text = generated.to_text(
         header=f"DMM design grammar for {trace}, written by heapkit grammar (docs/search.md).\n"
-               "A derivation is a JSON array of allocators with \"upto\" bounds; the last takes the rest.")
+               "A derivation is a JSON array of allocators with \"upto\" bounds; the last takes the rest." + threads)
     if output is None:
         click.echo(text, nl=False)
     else:
