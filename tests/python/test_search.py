@@ -82,6 +82,45 @@ MINI = """
 """
 
 
+def test_concurrent_threads_get_only_designs_with_a_heap_per_thread(churn_trace):
+    """Threads that allocate concurrently: every derivation is one page_segregated
+    allocator over every size (built as libheapkit.so's ScalableHeap, simulated with a heap
+    per trace thread); the seeds are the ones it can derive (HKS and the fitted designs)."""
+    grammar = generate([(24, 100), (40, 50)], 5000, [[16, 32, 48, 64]], concurrent_threads=True)
+    assert grammar.rules["<dmm>"] == [["<page-segregated>"]]
+    assert "<general>" not in grammar.rules and "<part>" not in grammar.rules
+    rng = random.Random(3)
+    derived = 0
+    for _ in range(300):
+        text = grammar.derive([rng.randrange(256) for _ in range(40)])
+        if text is None:
+            continue
+        spec = design_from_text(text)
+        assert hb.thread_aware(spec), text
+        derived += 1
+    assert derived > 200
+    assert set(hs.seed_genomes(grammar, fitted=True)) == {"HKS", "PS4-1"}
+    assert generate([(24, 100)], 5000).rules["<dmm>"] != [["<page-segregated>"]]
+
+
+def test_threads_allocating_concurrently_are_told_from_threads_taking_turns():
+    from heapkit.stats import ThreadProfile, TraceStats
+
+    def profile(*spans):
+        threads = [ThreadProfile(os_tid=i, allocations=n, frees=0, bytes=0, remote_frees=0,
+                                 first_allocation_event=a, last_allocation_event=b) for i, (n, a, b) in enumerate(spans)]
+        fields = {f: 0 for f in TraceStats.__dataclass_fields__ if f not in ("threads", "live_over_time", "trace_bytes")}
+        return TraceStats(**dict(fields, header=None, size_histogram=[], top_sizes=[], lifetime_events_histogram=[],
+                                 threads=threads))
+
+    assert profile((10, 0, 9)).concurrent_allocating_threads == 1
+    assert profile((10, 0, 9), (10, 10, 19), (10, 20, 29)).concurrent_allocating_threads == 1  # turns
+    assert profile((10, 0, 20), (10, 5, 25), (10, 30, 40)).concurrent_allocating_threads == 2
+    assert profile((10, 0, 50), (10, 5, 25), (10, 10, 40)).concurrent_allocating_threads == 3
+    assert profile((10, 0, 50), (1, 5, 5)).concurrent_allocating_threads == 1  # one allocation is no span
+    assert profile().concurrent_allocating_threads == 0
+
+
 def test_mapping_hand_made_genomes():
     g = Grammar.parse(MINI)
     # <s>: 2 choices, <a>: 3, <b>: 2. Codons are taken modulo the number of choices.
