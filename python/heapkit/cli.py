@@ -247,8 +247,13 @@ def stats(trace: Path, as_json: bool, top: int) -> None:
     for i in sorted(busiest):
         t = s.threads[i]
         threads.add_row(str(i), str(t.os_tid), f"{t.allocations:,}", f"{t.frees:,}", f"{t.bytes:,}", f"{t.remote_frees:,}")
+    captions = []
     if len(s.threads) > len(busiest):
-        threads.caption = f"the {len(busiest)} busiest of {len(s.threads):,} threads (--top; --json lists all)"
+        captions.append(f"the {len(busiest)} busiest of {len(s.threads):,} threads (--top; --json lists all)")
+    if s.concurrent_allocating_threads >= 2:
+        captions.append(f"{s.concurrent_allocating_threads} threads allocate at once: the search's designs get a heap "
+                        "per thread (docs/search.md)")
+    threads.caption = "; ".join(captions) or None
     for table in (hist, frequent, lifetimes, threads):
         out.print(table)
     out.print("[bold]live bytes over time[/bold] (peak "
