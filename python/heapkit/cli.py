@@ -452,7 +452,7 @@ def grammar(trace: Path, output: Path | None) -> None:
     generated = generate_for_trace(trace)
     threads = ("\nIts threads allocate concurrently: only designs with a heap per thread (one page_segregated\n"
                "allocator over every size, built as libheapkit.so's ScalableHeap).") \
-        if generated.rules["<dmm>"] == [["<page-segregated>"]] else ""
+        if generated.heap_per_thread() else ""
     text = generated.to_text(
         header=f"DMM design grammar for {trace}, written by heapkit grammar (docs/search.md).\n"
                "A derivation is a JSON array of allocators with \"upto\" bounds; the last takes the rest." + threads)
@@ -583,6 +583,9 @@ def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: st
                                      energy=model, runner=runner)
     if result.interrupted:
         console.print("interrupted: the front below is the best so far", style="yellow")
+    if result.heap_per_thread:
+        out.print("its threads allocate at once: designs with a heap per thread only (page_segregated, built as "
+                  "libheapkit.so's ScalableHeap); the other presets would run behind one lock", highlight=False)
     out.print(_design_table(f"{trace}: front of {len(result.front)} designs ({result.evaluations} simulations, "
                             f"{result.cache_hits} cache hits, {result.seconds:.0f} s)", result.front, chosen,
                             front.references))

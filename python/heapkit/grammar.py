@@ -72,6 +72,12 @@ class Grammar:
     def load(cls, path: str | Path) -> "Grammar":
         return cls.parse(Path(path).read_text(encoding="utf-8"), str(path))
 
+    def heap_per_thread(self) -> bool:
+        """Whether every design it derives is one page_segregated allocator over every size,
+        built with a heap per thread: :func:`generate`'s grammar for threads that allocate
+        concurrently."""
+        return self.rules.get(self.start) == [["<page-segregated>"]]
+
     def to_text(self, header: str = "") -> str:
         lines = [f"# {line}" for line in header.splitlines()]
         for name, alternatives in self.rules.items():

@@ -375,3 +375,47 @@ def test_build_reports_a_compiler_error_in_one_message(tmp_path, monkeypatch):
     monkeypatch.setenv("CXX", "false")
     with pytest.raises(hb.BuildError, match="building libx.so failed"):
         hb.build(heapkit.preset("KNG"), tmp_path / "libx.so")
+
+
+def test_a_search_on_concurrent_threads_keeps_presets_behind_one_lock_off_the_front(tmp_path):
+    """A program whose three threads allocate at once (each allocates before and after a
+    barrier they all reach): the grammar gives every design a heap per thread, and the
+    front holds no preset that would run behind one lock (they stay as references)."""
+    source = tmp_path / "three.c"
+    source.write_text(r"""
+#include <pthread.h>
+#include <stdlib.h>
+static pthread_barrier_t barrier;
+static void* work(void* arg) {
+  void* keep[512] = {0};
+  unsigned seed = (unsigned)(size_t)arg;
+  for (int round = 0; round < 2; round++) {
+    for (int i = 0; i < 4000; i++) {
+      seed = seed * 1103515245u + 12345u;
+      int k = (seed >> 8) % 512;
+      free(keep[k]);
+      keep[k] = malloc(16 + (seed >> 20) % 600);
+    }
+    if (round == 0) pthread_barrier_wait(&barrier);
+  }
+  for (int k = 0; k < 512; k++) free(keep[k]);
+  return NULL;
+}
+int main(void) {
+  pthread_t t[3];
+  pthread_barrier_init(&barrier, NULL, 3);
+  for (long i = 0; i < 3; i++) pthread_create(&t[i], NULL, work, (void*)(i + 1));
+  for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+  return 0;
+}
+""")
+    exe = tmp_path / "three"
+    subprocess.run(["cc", "-O1", "-pthread", "-o", str(exe), str(source)], check=True)
+    trace = tmp_path / "three.hkt"
+    heapkit.record([str(exe)], trace)
+    assert heapkit.stats(trace).concurrent_allocating_threads == 3
+    result = hs.search(trace, tmp_path / "out", objectives=("work", "footprint"), population=8, generations=2,
+                       cache=tmp_path / "cache.sqlite")
+    assert result.heap_per_thread
+    assert result.front and all(hb.thread_aware(d.spec) for d in result.front)
+    assert {"KNG", "LEA", "HKS"} <= set(result.presets)
