@@ -70,6 +70,7 @@
 #include "heapkit/threads/Locks.h"
 #include "heapkit/threads/PHOThreadHeap.h"
 #include "heapkit/threads/ScalableHeap.h"
+#include "heapkit/threads/SelectedThreadHeaps.h"
 #include "heapkit/threads/ThreadHeap.h"
 #include "heapkit/threads/ThreadHeapRegistry.h"
 #include "heapkit/wrapper/ANSIWrapper.h"

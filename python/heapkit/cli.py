@@ -247,8 +247,13 @@ def stats(trace: Path, as_json: bool, top: int) -> None:
     for i in sorted(busiest):
         t = s.threads[i]
         threads.add_row(str(i), str(t.os_tid), f"{t.allocations:,}", f"{t.frees:,}", f"{t.bytes:,}", f"{t.remote_frees:,}")
+    captions = []
     if len(s.threads) > len(busiest):
-        threads.caption = f"the {len(busiest)} busiest of {len(s.threads):,} threads (--top; --json lists all)"
+        captions.append(f"the {len(busiest)} busiest of {len(s.threads):,} threads (--top; --json lists all)")
+    if s.concurrent_allocating_threads >= 2:
+        captions.append(f"{s.concurrent_allocating_threads} threads allocate at once: the search's designs get a heap "
+                        "per thread (docs/search.md)")
+    threads.caption = "; ".join(captions) or None
     for table in (hist, frequent, lifetimes, threads):
         out.print(table)
     out.print("[bold]live bytes over time[/bold] (peak "
@@ -444,9 +449,13 @@ def grammar(trace: Path, output: Path | None) -> None:
     `heapkit search --grammar`."""
     from heapkit.grammar import generate_for_trace
 
-    text = generate_for_trace(trace).to_text(
+    generated = generate_for_trace(trace)
+    threads = ("\nIts threads allocate concurrently: only designs with a heap per thread (one page_segregated\n"
+               "allocator over every size, built as libheapkit.so's ScalableHeap).") \
+        if generated.heap_per_thread() else ""
+    text = generated.to_text(
         header=f"DMM design grammar for {trace}, written by heapkit grammar (docs/search.md).\n"
-               "A derivation is a JSON array of allocators with \"upto\" bounds; the last takes the rest.")
+               "A derivation is a JSON array of allocators with \"upto\" bounds; the last takes the rest." + threads)
     if output is None:
         click.echo(text, nl=False)
     else:
@@ -574,6 +583,9 @@ def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: st
                                      energy=model, runner=runner)
     if result.interrupted:
         console.print("interrupted: the front below is the best so far", style="yellow")
+    if result.heap_per_thread:
+        out.print("its threads allocate at once: designs with a heap per thread only (page_segregated, built as "
+                  "libheapkit.so's ScalableHeap); the other presets would run behind one lock", highlight=False)
     out.print(_design_table(f"{trace}: front of {len(result.front)} designs ({result.evaluations} simulations, "
                             f"{result.cache_hits} cache hits, {result.seconds:.0f} s)", result.front, chosen,
                             front.references))

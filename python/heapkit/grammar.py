@@ -72,6 +72,12 @@ class Grammar:
     def load(cls, path: str | Path) -> "Grammar":
         return cls.parse(Path(path).read_text(encoding="utf-8"), str(path))
 
+    def heap_per_thread(self) -> bool:
+        """Whether every design it derives is one page_segregated allocator over every size,
+        built with a heap per thread: :func:`generate`'s grammar for threads that allocate
+        concurrently."""
+        return self.rules.get(self.start) == [["<page-segregated>"]]
+
     def to_text(self, header: str = "") -> str:
         lines = [f"# {line}" for line in header.splitlines()]
         for name, alternatives in self.rules.items():
@@ -230,13 +236,19 @@ PRESET_ALTERNATIVES = {
 
 
 def generate(top_sizes: Sequence[tuple[int, int]], max_size: int,
-             class_lists: Sequence[Sequence[int]] = ()) -> Grammar:
+             class_lists: Sequence[Sequence[int]] = (), concurrent_threads: bool = False) -> Grammar:
     """The design space for a program whose most frequent sizes are ``top_sizes`` and whose
     largest request is ``max_size``: range bounds at its hot sizes and at powers of two up
     to its largest request, exact and strict classes at its hot sizes, and every mechanism,
     list policy and chunk policy of the spec format; and, as whole designs, libheapkit.so's
     page-segregated heap with libheapkit.so's classes or any of ``class_lists`` (size
-    classes fitted to the trace, :mod:`heapkit.sizeclasses`) and its policies' values."""
+    classes fitted to the trace, :mod:`heapkit.sizeclasses`) and its policies' values.
+
+    With ``concurrent_threads`` (the trace's threads allocate concurrently), only the
+    designs composed with the thread layers: one page_segregated allocator over every
+    size, which ``heapkit build`` ships as libheapkit.so's ScalableHeap (a heap per thread,
+    frees returned to the owner) and the simulator runs with a heap per trace thread. The
+    other designs would run behind one lock, which the simulator does not price."""
     hot = hot_sizes(top_sizes)
     bounds = sorted({s for s in hot} | {1 << k for k in range(6, 21) if (1 << k) <= max(max_size, 64)})
     small_bounds = [b for b in bounds if b <= 1 << 20] or [64]
@@ -298,7 +310,21 @@ def generate(top_sizes: Sequence[tuple[int, int]], max_size: int,
     rule("<chunk>", '"chunk": {"bytes": <chunk-bytes> , "max_bytes": 1048576, "growth": <growth> }')
     rule("<chunk-bytes>", "4096", "16384", "65536", "262144")
     rule("<growth>", "1.0", "1.5", "2.0")
+    if concurrent_threads:
+        rule("<dmm>", "<page-segregated>")
+        rules = {name: alternatives for name, alternatives in rules.items() if name in _reachable(rules, "<dmm>")}
     return Grammar("<dmm>", rules)
+
+
+def _reachable(rules: dict[str, list[list[str]]], start: str) -> set[str]:
+    seen, todo = {start}, [start]
+    while todo:
+        for alternative in rules[todo.pop()]:
+            for item in alternative:
+                if item.startswith("<") and item not in seen:
+                    seen.add(item)
+                    todo.append(item)
+    return seen
 
 
 #: The policies of the page_segregated designs seeded with each fitted class list: a
@@ -334,7 +360,8 @@ def generate_for_trace(trace: str | Path) -> Grammar:
     profile = stats(trace, top_sizes=24)
     histogram = sizeclasses.size_histogram(trace)
     fitted = sizeclasses.fitted_lists(histogram, FITTED_CLASS_COUNTS) if histogram.counts.any() else []
-    return generate(profile.top_sizes, profile.max_size, [f.classes for f in fitted])
+    return generate(profile.top_sizes, profile.max_size, [f.classes for f in fitted],
+                    concurrent_threads=profile.concurrent_allocating_threads >= 2)
 
 
 __all__ = ["FITTED_CLASS_COUNTS", "FITTED_SEED_POLICIES", "Grammar", "fitted_alternatives", "GrammarError", "PAGE_SEGREGATED_CHOICES", "PRESET_ALTERNATIVES", "design_from_text", "generate", "generate_for_trace",

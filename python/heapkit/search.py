@@ -83,6 +83,18 @@ class SearchResult:
     interrupted: bool = False
     individuals: int = 0  # genomes evaluated (the initial population and every offspring)
     distinct: int = 0  # distinct designs among them (by normalised spec)
+    # The trace's threads allocate concurrently: the grammar derived only designs with a
+    # heap per thread, and the front holds no preset that would run behind one lock.
+    heap_per_thread: bool = False
+
+
+def _front_presets(presets: dict[str, Design], heap_per_thread: bool) -> list[Design]:
+    """The presets that compete for the front: all, or with a heap per thread only the
+    thread-aware ones (HKS): the others would run behind one lock, whose cost the simulator
+    does not count (docs/search.md)."""
+    from heapkit.build import thread_aware
+
+    return [d for d in presets.values() if not heap_per_thread or thread_aware(d.spec)]
 
 
 # ---- evaluation with an on-disk cache -------------------------------------------------------
@@ -262,6 +274,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
     out.mkdir(parents=True, exist_ok=True)
     checkpoint_path = out / "checkpoint.pkl"
     grammar = grammar or generate_for_trace(trace)
+    heap_per_thread = grammar.heap_per_thread()
     store = EvaluationCache(cache or default_cache_path())
     evaluator = Evaluator(trace, store, energy=energy, threads=threads, runner=runner)
     started = time.monotonic()
@@ -377,7 +390,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
             evaluate_population(offspring)
             pop = pop + offspring
             generation += 1
-            front = non_dominated(list(archive.values()) + list(preset_designs.values()), objectives)
+            front = non_dominated(list(archive.values()) + _front_presets(preset_designs, heap_per_thread), objectives)
             best = min(front, key=lambda d: scored(d)) if front else baseline
             history.append({"generation": generation, "hypervolume": hypervolume(front, objectives, baseline),
                             "front": len(front), "best": {o: best.objective(o) for o in objectives},
@@ -397,12 +410,12 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
     except KeyboardInterrupt:
         interrupted = True
     store.close()
-    front = non_dominated(list(archive.values()) + list(preset_designs.values()), objectives)
+    front = non_dominated(list(archive.values()) + _front_presets(preset_designs, heap_per_thread), objectives)
     if weights is not None:
         front = sorted(front, key=lambda d: scored(d))
     return SearchResult(front=front, presets=preset_designs, history=history, evaluations=evaluator.evaluations,
                         cache_hits=evaluator.cache_hits, seconds=time.monotonic() - started, interrupted=interrupted,
-                        individuals=individuals_evaluated, distinct=len(archive))
+                        individuals=individuals_evaluated, distinct=len(archive), heap_per_thread=heap_per_thread)
 
 
 def confirm(result: SearchResult, trace: str | Path, objectives: Sequence[str], *, cache: str | Path | None = None,
@@ -415,10 +428,12 @@ def confirm(result: SearchResult, trace: str | Path, objectives: Sequence[str], 
     confirmed = [Design(d.spec, m, d.genome) for d, m in zip(designs, evaluator.evaluate([d.spec for d in designs]))]
     store.close()
     presets = {name: next(c for c in confirmed if c.spec.key == d.spec.key) for name, d in result.presets.items()}
-    return SearchResult(front=non_dominated(confirmed, objectives), presets=presets, history=result.history,
+    excluded = {d.spec.key for d in presets.values()} - {d.spec.key for d in _front_presets(presets, result.heap_per_thread)}
+    candidates = [d for d in confirmed if d.spec.key not in excluded]
+    return SearchResult(front=non_dominated(candidates, objectives), presets=presets, history=result.history,
                         evaluations=result.evaluations + evaluator.evaluations,
                         cache_hits=result.cache_hits + evaluator.cache_hits, seconds=result.seconds,
-                        interrupted=result.interrupted)
+                        interrupted=result.interrupted, heap_per_thread=result.heap_per_thread)
 
 
 def write_front(result: SearchResult, out_dir: str | Path, objectives: Sequence[str],

@@ -17,6 +17,8 @@ class ThreadProfile:
     frees: int
     bytes: int
     remote_frees: int  # frees of objects another thread allocated
+    first_allocation_event: int = 0  # index of its first allocation among the trace's operations
+    last_allocation_event: int = 0  # and of its last
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,21 @@ class TraceStats:
         return self.total_bytes / self.max_live_bytes if self.max_live_bytes else 0.0
 
     @property
+    def concurrent_allocating_threads(self) -> int:
+        """The most threads allocating at once: threads whose spans from first to last
+        allocation overlap. 1 when one thread allocates, or threads take turns one after
+        another; from 2, a design gets a heap per thread (:func:`heapkit.grammar.generate`)."""
+        edges = []
+        for t in self.threads:
+            if t.allocations >= 2 and t.last_allocation_event > t.first_allocation_event:
+                edges += [(t.first_allocation_event, 1), (t.last_allocation_event, -1)]
+        most, now = 0, 0
+        for _, step in sorted(edges):
+            now += step
+            most = max(most, now)
+        return max(most, 1 if any(t.allocations for t in self.threads) else 0)
+
+    @property
     def bytes_per_event(self) -> float:
         return self.trace_bytes / self.events if self.events else 0.0
 
@@ -76,7 +93,8 @@ class TraceStats:
 
         d = asdict(self)
         d.update(average_size=self.average_size, total_to_max_ratio=self.total_to_max_ratio,
-                 bytes_per_event=self.bytes_per_event)
+                 bytes_per_event=self.bytes_per_event,
+                 concurrent_allocating_threads=self.concurrent_allocating_threads)
         return d
 
 

@@ -247,6 +247,8 @@ class PyStats {
       td["frees"] = t.frees;
       td["bytes"] = t.bytes;
       td["remote_frees"] = t.remoteFrees;
+      td["first_allocation_event"] = t.firstAllocationEvent;
+      td["last_allocation_event"] = t.lastAllocationEvent;
       threads.append(td);
     }
     d["threads"] = threads;

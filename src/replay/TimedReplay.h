@@ -104,8 +104,17 @@ class ReplayObjects {
 };
 
 // The trace's operations, decoded once (decoding is not timed).
+// Where each thread's run of operations begins: a design with a heap per thread
+// (SelectedThreadHeaps) is told whose calls follow, on the one replaying thread, as the
+// simulator tells it.
+struct ThreadRun {
+  std::uint64_t first;  // index of its first operation
+  std::uint32_t thread;
+};
+
 struct ReplayInput {
   MmapVector<Operation> ops;
+  MmapVector<ThreadRun> runs;  // in order; one run per change of thread
   std::uint64_t objects = 0;
   std::uint64_t maxLive = 0;  // the trace's own peak of requested bytes
 };
@@ -141,7 +150,12 @@ inline int loadReplay(const char* path, ReplayInput& input, std::string& error) 
     }
     input.ops.resize(count);
     trace::TraceDecoder decoder(file.data(), file.size(), false);
-    decoder.read(input.ops.data(), count);
+    std::uint64_t at = 0;
+    std::uint32_t thread = 0;
+    while (std::size_t n = decoder.readRun(input.ops.data() + at, count - at, thread)) {
+      if (input.runs.empty() || input.runs.back().thread != thread) input.runs.push_back({at, thread});
+      at += n;
+    }
   } catch (const std::exception& exception) {
     error = exception.what();
     return 1;
@@ -172,7 +186,19 @@ Measurement measureReplay(Allocator& allocator, const ReplayInput& input, bool t
   const Operation* end = begin + input.ops.size();
   double start = seconds();
   double cpuStart = seconds(CLOCK_THREAD_CPUTIME_ID);
-  if (samples == nullptr) {
+  if constexpr (requires { allocator.selectThread(0u); }) {
+    // Each thread's run on its heap: the trace's threads take turns on this one.
+    std::uint64_t done = 0;
+    for (std::size_t r = 0; r < input.runs.size(); ++r) {
+      const Operation* runEnd = r + 1 < input.runs.size() ? begin + input.runs[r + 1].first : end;
+      allocator.selectThread(input.runs[r].thread);
+      trace::applyOperations(allocator, objects, begin + input.runs[r].first, runEnd, [&](const Operation&) {
+        if (samples == nullptr || ++done % sampleEvery != 0) return;
+        std::uint64_t now = residentBytes();
+        samples->emplace_back(done, now > m.baseline ? now - m.baseline : 0);
+      });
+    }
+  } else if (samples == nullptr) {
     trace::applyOperations(allocator, objects, begin, end);
   } else {
     std::uint64_t done = 0;

@@ -100,10 +100,7 @@ std::string pageSegregatedConfig(const std::string& name, const PageSegregatedSp
 
 }  // namespace
 
-bool isThreadAware(const DmmSpec& dmm) {
-  return dmm.count == 1 && dmm.allocators[0].mechanism == Mechanism::PageSegregated &&
-         dmm.allocators[0].minExclusive == 0 && dmm.allocators[0].maxInclusive == SIZE_MAX;
-}
+bool isThreadAware(const DmmSpec& dmm) { return threadAware(dmm); }
 
 std::string emitHeader(const ParsedSpec& spec, const std::string& ns, const std::string& source) {
   if (!isIdentifier(ns)) throw SpecError("'" + ns + "' is not a C++ identifier to name the design's namespace");
@@ -131,8 +128,13 @@ std::string emitHeader(const ParsedSpec& spec, const std::string& ns, const std:
       configs += comment + "//   heapkit::AdaptiveLeaHeap<Top>\n\n";
     } else if (a.mechanism == Mechanism::PageSegregated) {
       pageSegregated = true;
+      // The design libheapkit.so's form takes gives each thread of a trace its heap, as the
+      // simulator runs it (DmmHeap): the replayer names the thread whose calls follow.
+      std::string heap = threadAware(dmm) ? "heapkit::ScalableHeap<Top, Allocator" + index + "Classes, Allocator" + index +
+                                                "Config, heapkit::SelectedThreadHeaps>"
+                                          : "heapkit::ScalableCoreHeap<Allocator" + index + "Classes, Top>";
       configs += comment + pageSegregatedConfig("Allocator" + index, a.pageSegregated) + "template <class Top>\nusing Allocator" +
-                 index + " = heapkit::ScalableCoreHeap<Allocator" + index + "Classes, Top>;\n\n";
+                 index + " = " + heap + ";\n\n";
       ranges += range + "Allocator" + index + ", Allocator" + index + "Config>";
     } else if (isBuddy(a.mechanism)) {
       buddy = true;
@@ -153,10 +155,10 @@ std::string emitHeader(const ParsedSpec& spec, const std::string& ns, const std:
   if (lea) includes += "#include <heapkit/general/LeaHeap.h>\n";
   if (adaptiveLea) includes += "#include <heapkit/general/AdaptiveLeaHeap.h>\n";
   if (pageSegregated) includes += "#include <heapkit/general/ScalableCoreHeap.h>\n";
-  bool threadAware = isThreadAware(dmm);
+  bool heapPerThread = threadAware(dmm);
   std::string shipped;
-  if (threadAware) {
-    includes += "#include <heapkit/threads/ScalableHeap.h>\n";
+  if (heapPerThread) {
+    includes += "#include <heapkit/threads/ScalableHeap.h>\n#include <heapkit/threads/SelectedThreadHeaps.h>\n";
     shipped = "// The same layers as libheapkit.so ships them: a heap per thread over the shared layers,\n"
               "// from Top (MmapHeap, hardened) instead of the arena. `heapkit build` builds this one.\n"
               "template <class Top = heapkit::Hardened<heapkit::MmapHeap>>\n"
@@ -168,7 +170,9 @@ std::string emitHeader(const ParsedSpec& spec, const std::string& ns, const std:
          "// The layers the simulator ran, with the spec's values as compile-time constants:\n"
          "//   " + ns + "::Dmm<heapkit::RealMemory>       the design over real memory (as libheapkit-dmm.so runs it)\n"
          "//   " + ns + "::Dmm<heapkit::SimulatedMemory>  the same over simulated memory, counting work\n" +
-         (threadAware ? "//   " + ns + "::ThreadAware<>                  its allocator as a thread-aware heap over mmap (libheapkit.so's form)\n"
+         (heapPerThread ? "//   (a heap per thread of a trace: selectThread(t) names the thread whose calls follow)\n"
+                      : std::string()) +
+         (heapPerThread ? "//   " + ns + "::ThreadAware<>                  its allocator as a thread-aware heap over mmap (libheapkit.so's form)\n"
                       : std::string()) +
          "// Normalised spec: " + spec.normalized + "\n"
          "#pragma once\n\n" + includes + "\nnamespace " + ns + " {\n\n" + configs +

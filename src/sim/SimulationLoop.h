@@ -48,7 +48,7 @@ class SimulationLoop {
   static constexpr std::size_t kBatch = 256;  // 6 KiB of operations
 
   SimulationLoop(Heap& heap, std::size_t maxSamples, Data data = {})
-      : heap_(heap), applier_(heap, data), maxSamples_(maxSamples) {}
+      : heap_(heap), applier_(heap, data), maxSamples_(maxSamples), perThread_(perThreadHeaps(heap)) {}
 
   // Applies up to maxEvents operations from the decoder, calling stop() after each batch
   // (true ends the run early). Returns the number applied; fewer than maxEvents at the end
@@ -60,11 +60,20 @@ class SimulationLoop {
     std::uint64_t done = 0;
     while (done < maxEvents) {
       std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>({kBatch, maxEvents - done, untilSample_}));
-      std::size_t got = decoder.read(batch_, want);
+      std::size_t got;
+      if (perThread_) {
+        // A design with a heap per thread: a batch is a run of one thread's operations.
+        std::uint32_t thread = 0;
+        got = decoder.readRun(batch_, want, thread);
+        if constexpr (requires { heap_.selectThread(thread); }) heap_.selectThread(thread);
+      } else {
+        got = decoder.read(batch_, want);
+      }
       if (got == 0) break;
       applyBatch(got);
       done += got;
-      if (got < want || applier_.untracked() != 0 || stop()) break;
+      // Fewer than asked: the end, an error, or (a run) another thread's turn.
+      if ((got < want && (decoder.finished() || decoder.failed())) || applier_.untracked() != 0 || stop()) break;
     }
     return done;
   }
@@ -133,9 +142,15 @@ class SimulationLoop {
     untilSample_ = sampleStride_;
   }
 
+  static bool perThreadHeaps(Heap& heap) {
+    if constexpr (requires { heap.perThreadHeaps(); }) return heap.perThreadHeaps();
+    else return false;
+  }
+
   Heap& heap_;
   TraceApplier<Heap, Data> applier_;
   std::size_t maxSamples_;
+  bool perThread_;
   FootprintFigures figures_;
   std::uint64_t sampleStride_ = 1;
   std::uint64_t untilSample_ = 1;

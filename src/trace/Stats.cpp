@@ -87,6 +87,8 @@ bool StatsBuilder::step(std::uint64_t maxEvents) {
     } else {
       if (e.op == Op::Realloc) end(e.oldId);
       s.allocationsByKind[static_cast<std::size_t>(e.op)]++;
+      if (thread.allocations == 0) thread.firstAllocationEvent = s.events;
+      thread.lastAllocationEvent = s.events;
       ++thread.allocations;
       thread.bytes += e.size;
       sizeOf_.push_back(e.size);

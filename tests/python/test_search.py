@@ -82,6 +82,45 @@ MINI = """
 """
 
 
+def test_concurrent_threads_get_only_designs_with_a_heap_per_thread(churn_trace):
+    """Threads that allocate concurrently: every derivation is one page_segregated
+    allocator over every size (built as libheapkit.so's ScalableHeap, simulated with a heap
+    per trace thread); the seeds are the ones it can derive (HKS and the fitted designs)."""
+    grammar = generate([(24, 100), (40, 50)], 5000, [[16, 32, 48, 64]], concurrent_threads=True)
+    assert grammar.rules["<dmm>"] == [["<page-segregated>"]]
+    assert "<general>" not in grammar.rules and "<part>" not in grammar.rules
+    rng = random.Random(3)
+    derived = 0
+    for _ in range(300):
+        text = grammar.derive([rng.randrange(256) for _ in range(40)])
+        if text is None:
+            continue
+        spec = design_from_text(text)
+        assert hb.thread_aware(spec), text
+        derived += 1
+    assert derived > 200
+    assert set(hs.seed_genomes(grammar, fitted=True)) == {"HKS", "PS4-1"}
+    assert generate([(24, 100)], 5000).rules["<dmm>"] != [["<page-segregated>"]]
+
+
+def test_threads_allocating_concurrently_are_told_from_threads_taking_turns():
+    from heapkit.stats import ThreadProfile, TraceStats
+
+    def profile(*spans):
+        threads = [ThreadProfile(os_tid=i, allocations=n, frees=0, bytes=0, remote_frees=0,
+                                 first_allocation_event=a, last_allocation_event=b) for i, (n, a, b) in enumerate(spans)]
+        fields = {f: 0 for f in TraceStats.__dataclass_fields__ if f not in ("threads", "live_over_time", "trace_bytes")}
+        return TraceStats(**dict(fields, header=None, size_histogram=[], top_sizes=[], lifetime_events_histogram=[],
+                                 threads=threads))
+
+    assert profile((10, 0, 9)).concurrent_allocating_threads == 1
+    assert profile((10, 0, 9), (10, 10, 19), (10, 20, 29)).concurrent_allocating_threads == 1  # turns
+    assert profile((10, 0, 20), (10, 5, 25), (10, 30, 40)).concurrent_allocating_threads == 2
+    assert profile((10, 0, 50), (10, 5, 25), (10, 10, 40)).concurrent_allocating_threads == 3
+    assert profile((10, 0, 50), (1, 5, 5)).concurrent_allocating_threads == 1  # one allocation is no span
+    assert profile().concurrent_allocating_threads == 0
+
+
 def test_mapping_hand_made_genomes():
     g = Grammar.parse(MINI)
     # <s>: 2 choices, <a>: 3, <b>: 2. Codons are taken modulo the number of choices.
@@ -336,3 +375,47 @@ def test_build_reports_a_compiler_error_in_one_message(tmp_path, monkeypatch):
     monkeypatch.setenv("CXX", "false")
     with pytest.raises(hb.BuildError, match="building libx.so failed"):
         hb.build(heapkit.preset("KNG"), tmp_path / "libx.so")
+
+
+def test_a_search_on_concurrent_threads_keeps_presets_behind_one_lock_off_the_front(tmp_path):
+    """A program whose three threads allocate at once (each allocates before and after a
+    barrier they all reach): the grammar gives every design a heap per thread, and the
+    front holds no preset that would run behind one lock (they stay as references)."""
+    source = tmp_path / "three.c"
+    source.write_text(r"""
+#include <pthread.h>
+#include <stdlib.h>
+static pthread_barrier_t barrier;
+static void* work(void* arg) {
+  void* keep[512] = {0};
+  unsigned seed = (unsigned)(size_t)arg;
+  for (int round = 0; round < 2; round++) {
+    for (int i = 0; i < 4000; i++) {
+      seed = seed * 1103515245u + 12345u;
+      int k = (seed >> 8) % 512;
+      free(keep[k]);
+      keep[k] = malloc(16 + (seed >> 20) % 600);
+    }
+    if (round == 0) pthread_barrier_wait(&barrier);
+  }
+  for (int k = 0; k < 512; k++) free(keep[k]);
+  return NULL;
+}
+int main(void) {
+  pthread_t t[3];
+  pthread_barrier_init(&barrier, NULL, 3);
+  for (long i = 0; i < 3; i++) pthread_create(&t[i], NULL, work, (void*)(i + 1));
+  for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+  return 0;
+}
+""")
+    exe = tmp_path / "three"
+    subprocess.run(["cc", "-O1", "-pthread", "-o", str(exe), str(source)], check=True)
+    trace = tmp_path / "three.hkt"
+    heapkit.record([str(exe)], trace)
+    assert heapkit.stats(trace).concurrent_allocating_threads == 3
+    result = hs.search(trace, tmp_path / "out", objectives=("work", "footprint"), population=8, generations=2,
+                       cache=tmp_path / "cache.sqlite")
+    assert result.heap_per_thread
+    assert result.front and all(hb.thread_aware(d.spec) for d in result.front)
+    assert {"KNG", "LEA", "HKS"} <= set(result.presets)

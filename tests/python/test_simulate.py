@@ -251,3 +251,17 @@ def test_a_design_too_slow_to_finish_is_abandoned(tmp_path):
     from heapkit.search import INFEASIBLE, Design
 
     assert Design(heapkit.parse_spec(json.dumps(slow)), abandoned.to_dict()).objective("work") == INFEASIBLE
+
+
+def test_a_heap_per_thread_is_predicted_as_replayed(programs, tmp_path):
+    """A recorded program of two threads (one allocates, the other frees: remote frees) on
+    the thread-aware design: the simulator's heap per trace thread and heapkit-replay's
+    (one thread naming each run's thread) hold the same bytes; a design with one heap for
+    every thread too."""
+    trace = tmp_path / "handoff.hkt"
+    heapkit.record([str(programs["handoff"])], trace)
+    assert len(heapkit.stats(trace).threads) == 2
+    for name in ("HKS", "LEA"):
+        predicted = heapkit.simulate(trace, name)[0]
+        measured = heapkit.replay(trace, f"spec:{heapkit.dmm.preset_path(name)}", runs=1)
+        assert measured.runs[0].heap_peak_bytes_held == predicted.peak_footprint, name

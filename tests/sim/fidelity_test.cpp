@@ -5,7 +5,8 @@
 // to the byte, the same spec's running as a real allocator (DmmHeap over real memory, every
 // usable byte of every object written and checked), and so do the peak bytes held, the work
 // and the access counts. Simulated KNG, LEA, ALEA and HKS equal heapkit's KingsleyHeap,
-// LeaHeap, AdaptiveLeaHeap and ScalableCoreHeap composed directly.
+// LeaHeap, AdaptiveLeaHeap and ScalableHeap composed directly (tests/sim/thread_fidelity_test.cpp:
+// the same for traces of several threads).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -26,9 +27,12 @@
 #include "heapkit/general/KingsleyHeap.h"
 #include "heapkit/general/LeaHeap.h"
 #include "heapkit/general/ScalableCoreHeap.h"
+#include "heapkit/threads/ScalableHeap.h"
+#include "heapkit/threads/SelectedThreadHeaps.h"
 #include "heapkit/trace/Reader.h"
 #include "heapkit/trace/Writer.h"
 #include "heapkit/wrapper/ANSIWrapper.h"
+#include "RandomPageSegregated.h"
 #include "SyntheticTraces.h"
 #include "sim_test_paths.h"
 
@@ -129,38 +133,6 @@ TEST(Fidelity, EveryPresetPredictsTheRealAllocatorToTheByte) {
 
 const char* pick(std::mt19937_64& rng, std::initializer_list<const char*> choices) {
   return choices.begin()[rng() % choices.size()];
-}
-
-// A page_segregated allocator's fields, each present or not: random class lists (k
-// ascending multiples of 16, 0 to 64 of them, up to 32 KiB) and random parameters, small
-// enough that purges, segment releases and the large-block cache's limits happen within
-// the synthetic traces.
-std::string randomPageSegregatedFields(std::mt19937_64& rng) {
-  std::string out;
-  if (rng() % 4 != 0) {
-    std::size_t count = rng() % 8 == 0 ? 0 : 1 + rng() % 64;
-    std::vector<std::size_t> sizes;
-    std::size_t granule = 1 + rng() % 4;
-    for (std::size_t i = 0; i < count && granule <= 2048; ++i) {
-      sizes.push_back(granule * 16);
-      granule += 1 + rng() % (1 + granule / 2);
-    }
-    out += ", \"class_sizes\": [";
-    for (std::size_t i = 0; i < sizes.size(); ++i) out += (i == 0 ? "" : ", ") + std::to_string(sizes[i]);
-    out += "]";
-  }
-  if (rng() % 2) out += ", \"span_max_bytes\": " + std::to_string(std::size_t{65536} << (rng() % 10));
-  if (rng() % 2) out += ", \"purge_delay\": " + std::to_string(rng() % 3 == 0 ? 0 : std::size_t{1} << (rng() % 13));
-  if (rng() % 2) {
-    std::size_t min = (rng() % 3) * 1048576;
-    out += ", \"resident_free\": {\"min_bytes\": " + std::to_string(min) + ", \"max_bytes\": " +
-           std::to_string(min + (rng() % 4) * 4194304) + ", \"in_use_percent\": " + std::to_string(rng() % 300) + "}";
-  }
-  if (rng() % 2) out += ", \"warm_superblocks\": " + std::to_string(rng() % 80);
-  if (rng() % 2)
-    out += ", \"large_cache\": {\"max_blocks\": " + std::to_string(rng() % 10) + ", \"fit_slack\": " +
-           std::to_string(1 + rng() % 8) + ", \"idle_operations\": " + std::to_string(1 + rng() % 2048) + "}";
-  return out;
 }
 
 std::string randomAllocator(std::mt19937_64& rng, std::size_t low, const std::string& high) {
@@ -289,16 +261,18 @@ TEST(Fidelity, SimulatedKingsleyAndLeaEqualKingsleyHeapAndLeaHeap) {
   }
 }
 
-TEST(Fidelity, SimulatedAleaAndHksEqualAdaptiveLeaHeapAndScalableCoreHeap) {
+TEST(Fidelity, SimulatedAleaAndHksEqualAdaptiveLeaHeapAndScalableHeap) {
   using Top = ArenaHeap<ReservedArena<CountedMemory>>;
   ParsedSpec alea = parseSpec(readFile(fs::path(kPresetsDir) / "ALEA.json"));
   ParsedSpec hks = parseSpec(readFile(fs::path(kPresetsDir) / "HKS.json"));
   for (const std::string& path : traces().paths()) {
     SCOPED_TRACE(path);
     EXPECT_EQ(simulate(alea, path).peakFootprintBytes, directPeak<AdaptiveLeaHeap<Top>>(path));
-    // libheapkit.so's 40 classes by type, as it ships them.
+    // libheapkit.so's heap (a heap per thread; these traces have one) with its 40 classes
+    // by type, as it ships them.
     EXPECT_EQ(simulate(hks, path).peakFootprintBytes,
-              (directPeak<ScalableCoreHeap<ScalableSizeClasses, Top>>(path, ScalableCoreConfig{})));
+              (directPeak<ScalableHeap<Top, ScalableSizeClasses, ScalableCoreConfig, SelectedThreadHeaps>>(
+                  path, ScalableCoreConfig{})));
   }
 }
 

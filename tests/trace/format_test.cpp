@@ -341,3 +341,62 @@ TEST(BatchedRead, AgreesWithNextOnValidAndBrokenTraces) {
     EXPECT_EQ(byNext(s, true).events, 3000u);
   }
 }
+
+namespace {
+
+// readRun()'s operations, with the thread of each, and where runs shorter than asked ended.
+struct Runs {
+  Decoded decoded;
+  std::vector<std::uint32_t> threads;    // per operation, its run's thread
+  std::vector<std::size_t> shortEnds;    // operation index after each run cut short before the end
+};
+
+Runs byRun(const std::string& s, bool liveness, std::size_t batch) {
+  TraceDecoder d(bytes(s), s.size(), liveness);
+  Runs out;
+  std::vector<Operation> ops(batch);
+  std::uint32_t thread = 0;
+  while (std::size_t n = d.readRun(ops.data(), batch, thread)) {
+    for (std::size_t i = 0; i < n; ++i) {
+      out.decoded.words.insert(out.decoded.words.end(), {ops[i].idOp, ops[i].size, ops[i].extra});
+      out.threads.push_back(thread);
+    }
+    if (n < batch && !d.finished() && !d.failed()) out.shortEnds.push_back(out.threads.size());
+  }
+  EXPECT_EQ(d.readRun(ops.data(), batch, thread), 0u);  // and stays done
+  out.decoded.error = d.error();
+  out.decoded.offset = d.offset();
+  out.decoded.events = d.events();
+  out.decoded.objects = d.objects();
+  return out;
+}
+
+}  // namespace
+
+// readRun() is read() cut where the thread changes: the same operations (and errors), each
+// run of one thread, and a run shorter than asked only where the next operation is
+// another thread's (a simulator that gives each thread its heap selects it per run).
+TEST(RunRead, CutsBatchesWhereTheThreadChanges) {
+  for (unsigned seed = 1; seed <= 3; ++seed) {
+    std::string s = varied(seed);
+    std::vector<Event> events = decodeAll(s);
+    std::vector<std::string> inputs = {s};
+    for (std::size_t n = 0; n < s.size(); n += 1 + n / 8) inputs.push_back(s.substr(0, n));
+    for (const std::string& input : inputs) {
+      for (bool liveness : {true, false}) {
+        for (std::size_t batch : {std::size_t{1}, std::size_t{5}, std::size_t{256}}) {
+          Runs runs = byRun(input, liveness, batch);
+          ASSERT_EQ(runs.decoded, byRead(input, liveness, batch)) << "seed " << seed << ", batch " << batch;
+          for (std::size_t i = 0; i < runs.threads.size(); ++i) ASSERT_EQ(runs.threads[i], events[i].thread) << i;
+          for (std::size_t end : runs.shortEnds) {
+            ASSERT_LT(end, events.size());
+            EXPECT_NE(events[end].thread, events[end - 1].thread) << "a run cut short where the thread did not change";
+          }
+          if (input == s && batch == 256) {
+            EXPECT_GT(runs.shortEnds.size(), 1000u);  // 3 threads, switching often
+          }
+        }
+      }
+    }
+  }
+}

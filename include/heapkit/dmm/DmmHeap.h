@@ -7,7 +7,10 @@
 //   adaptive_lea: AdaptiveLeaHeap<ArenaHeap> (libheapkit-lea.so's heap)
 //   buddy systems: BuddyHeap<BuddyConfig, ArenaHeap>
 //   page_segregated: ScalableCoreHeap<SizeClassTable, ArenaHeap> (libheapkit.so's
-//     single-thread path with the spec's classes and ScalableCoreConfig)
+//     single-thread path with the spec's classes and ScalableCoreConfig); a design of one
+//     page_segregated allocator over every size (threadAware(spec)) is libheapkit.so's
+//     form, ScalableHeap<ArenaHeap, SizeClassTable, ScalableCoreConfig, SelectedThreadHeaps>:
+//     a heap per thread of the trace, which selectThread() names
 //   the OS fallback: ArenaHeap itself (pages of their own, as mmap)
 //
 // A request goes to the first allocator whose range holds its size; a free goes to the
@@ -34,6 +37,8 @@
 #include "heapkit/general/LeaHeap.h"
 #include "heapkit/general/ScalableCoreHeap.h"
 #include "heapkit/general/SegregatedFitHeap.h"
+#include "heapkit/threads/ScalableHeap.h"
+#include "heapkit/threads/SelectedThreadHeaps.h"
 #include "heapkit/top/ArenaHeap.h"
 
 namespace heapkit {
@@ -51,9 +56,11 @@ class SpecAllocators {
   using BuddyAllocator = BuddyHeap<BuddyConfig, Top>;
   using AdaptiveLeaAllocator = AdaptiveLeaHeap<Top>;
   using PageSegregatedAllocator = ScalableCoreHeap<SizeClassTable, Top>;
+  using ThreadAwareAllocator = ScalableHeap<Top, SizeClassTable, ScalableCoreConfig, SelectedThreadHeaps>;
   using Allocator = std::variant<std::monostate, FreeListAllocator, KingsleyAllocator, LeaAllocator, BuddyAllocator,
-                                 AdaptiveLeaAllocator, PageSegregatedAllocator>;
-  static_assert(dmmalign::alignsItself<PageSegregatedAllocator> && !dmmalign::alignsItself<LeaAllocator> &&
+                                 AdaptiveLeaAllocator, PageSegregatedAllocator, ThreadAwareAllocator>;
+  static_assert(dmmalign::alignsItself<PageSegregatedAllocator> && dmmalign::alignsItself<ThreadAwareAllocator> &&
+                !dmmalign::alignsItself<LeaAllocator> &&
                 !dmmalign::alignsItself<KingsleyAllocator> && !dmmalign::alignsItself<FreeListAllocator> &&
                 !dmmalign::alignsItself<BuddyAllocator> && !dmmalign::alignsItself<AdaptiveLeaAllocator>);
   static constexpr std::size_t kMaxCount = DmmSpec::kMaxAllocators;
@@ -69,7 +76,10 @@ class SpecAllocators {
         case Mechanism::Lea: allocators_[i].template emplace<LeaAllocator>(arena, owner); break;
         case Mechanism::AdaptiveLea: allocators_[i].template emplace<AdaptiveLeaAllocator>(arena, owner); break;
         case Mechanism::PageSegregated:
-          allocators_[i].template emplace<PageSegregatedAllocator>(allocator.pageSegregated.coreConfig(), arena, owner);
+          if (threadAware(spec))
+            allocators_[i].template emplace<ThreadAwareAllocator>(allocator.pageSegregated.coreConfig(), arena, owner);
+          else
+            allocators_[i].template emplace<PageSegregatedAllocator>(allocator.pageSegregated.coreConfig(), arena, owner);
           break;
         case Mechanism::BinaryBuddy:
         case Mechanism::FibonacciBuddy:

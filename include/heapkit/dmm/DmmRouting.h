@@ -130,6 +130,22 @@ class DmmRouting {
     });
   }
 
+  // A design whose allocator gives each thread its heap (a thread-aware page_segregated
+  // one): the caller names the thread whose calls follow (a trace's thread index; 0 until
+  // named). Other designs have one heap for every thread.
+  bool perThreadHeaps() {
+    bool any = false;
+    for (std::size_t i = 0; i < allocators_.count(); ++i)
+      any |= allocators_.visit(i, [](auto& heap) -> bool { return requires { heap.selectThread(0u); }; });
+    return any;
+  }
+  void selectThread(std::uint32_t thread) {
+    for (std::size_t i = 0; i < allocators_.count(); ++i)
+      allocators_.visit(i, [thread](auto& heap) {
+        if constexpr (requires { heap.selectThread(thread); }) heap.selectThread(thread);
+      });
+  }
+
   std::size_t bytesHeld() const { return arena_.bytesHeld(); }
   std::size_t peakBytesHeld() const { return arena_.peakBytesHeld(); }
   // Bytes held less the pages purged: the footprint (equal to bytes held unless a layer purges).

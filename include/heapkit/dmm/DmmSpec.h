@@ -92,4 +92,12 @@ struct DmmSpec {
   int fallback = kFallbackToOs;
 };
 
+// One page_segregated allocator over every size: the design libheapkit.so's form takes, a
+// heap per thread (threads/ScalableHeap.h). `heapkit build` ships it so, and the simulator
+// and the replayer give each thread of a trace its heap (DmmHeap, StaticDmmHeap).
+inline bool threadAware(const DmmSpec& dmm) {
+  return dmm.count == 1 && dmm.allocators[0].mechanism == Mechanism::PageSegregated &&
+         dmm.allocators[0].minExclusive == 0 && dmm.allocators[0].maxInclusive == SIZE_MAX;
+}
+
 }  // namespace heapkit

@@ -14,9 +14,16 @@
 //           SegmentHeap<Top>>>>              4 MiB segments, spans of 64 KiB slices,
 //                                            delayed purge within a budget
 //
-// With one thread this is ScalableCoreHeap<ScalableSizeClasses, Top>, which the simulator
-// runs over its ArenaHeap. Only the registry has thread-locals and pthread keys; only Top
-// talks to the OS (it maps, unmaps and purges, and counts bytes held and resident).
+// With one thread this is ScalableCoreHeap<ScalableSizeClasses, Top>. Only the registry
+// has thread-locals and pthread keys; only Top talks to the OS (it maps, unmaps and purges,
+// and counts bytes held and resident).
+//
+// Which thread runs is a policy, Registry: ThreadHeapRegistry (the thread calling malloc,
+// libheapkit.so's) or SelectedThreadHeaps (a thread the caller names with selectThread(),
+// threads/SelectedThreadHeaps.h). With the second, the simulator runs this very heap over
+// its ArenaHeap and gives each thread of a trace its heap, and a replay on one thread
+// does the same over real memory: the same heaps, the same remote frees, the same bytes
+// held as the trace's threads running on ThreadHeapRegistry (tests/sim/thread_fidelity_test.cpp).
 //
 //  - Small objects (40 classes, 16 B to 32 KiB): each thread allocates from superblocks
 //    its heap owns, without locks. A block freed by its owner thread goes on the
@@ -44,6 +51,7 @@
 // No lock and no atomic on either.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <new>
@@ -52,6 +60,7 @@
 #include "heapkit/building/SizeClasses.h"
 #include "heapkit/building/Superblock.h"
 #include "heapkit/combining/SuperblockHeap.h"
+#include "heapkit/core/Counting.h"
 #include "heapkit/core/Hardening.h"
 #include "heapkit/core/HeapContract.h"
 #include "heapkit/general/ScalableCoreHeap.h"
@@ -65,7 +74,8 @@ namespace heapkit {
 // default-constructible ScalableCoreConfig (or a struct derived from it, as `heapkit emit`
 // writes a design's values) that a default-constructed heap takes, since the malloc
 // replacement constructs its heap with no arguments.
-template <Heap Top = MmapHeap, class Classes = ScalableSizeClasses, class Config = ScalableCoreConfig>
+template <Heap Top = MmapHeap, class Classes = ScalableSizeClasses, class Config = ScalableCoreConfig,
+          template <class> class Registry = ThreadHeapRegistry>
 class ScalableHeap {
   static_assert(std::is_convertible_v<const Config&, const ScalableCoreConfig&>, "Config is a ScalableCoreConfig");
   using Shared = ScalableSharedLayers<Top>;
@@ -94,6 +104,12 @@ class ScalableHeap {
     }
     void* mallocLarge(std::size_t size, std::size_t alignment) { return owner_->mallocLarge(size, alignment); }
     void freeLarge(Superblock* sb) { owner_->freeLarge(sb); }
+    // Over a counting top (the simulator's), the threads' heaps count their work there.
+    WorkCounts& workCounts()
+      requires CountingHeap<Top>
+    {
+      return owner_->top().workCounts();
+    }
 
    private:
     ScalableHeap* owner_;
@@ -102,17 +118,23 @@ class ScalableHeap {
   using ThreadHeap = SuperblockHeap<Classes, SharedRef, true>;
 
   struct ThreadHeapState : ThreadHeap {
-    ThreadHeapState(ScalableHeap* owner, std::uint64_t token) : ThreadHeap(Classes{}, owner), instance(owner) {
+    ThreadHeapState(ScalableHeap* owner, std::uint64_t token) : ThreadHeap(owner->classes_, owner), instance(owner) {
       ThreadHeap::setFreeToken(token);
     }
     using ThreadHeap::freeToken;
     ScalableHeap* instance;
     ThreadHeapState* nextFree = nullptr;
     ThreadHeapState* nextAll = nullptr;
+    std::uint32_t thread = 0;  // the thread it serves, for SelectedThreadHeaps
   };
-  using Registry = ThreadHeapRegistry<ThreadHeapState>;
+  using Threads = Registry<ThreadHeapState>;
+  // What a thread's heap takes from Top, whatever the classes' type: room for one that
+  // holds its classes by value (SizeClassTable, as the simulator's does), so that a heap
+  // with classes by type (libheapkit.so's, an emitted design's) holds the same bytes per
+  // thread as the simulator's. At most a page more per thread, never touched.
+  static constexpr std::size_t kThreadHeapBytes =
+      alignUp(std::max(sizeof(ThreadHeapState), sizeof(SuperblockHeap<SizeClassTable, SharedRef, true>) + 64), 4096);
   static constexpr std::size_t kDirectBytes = ThreadHeap::kDirectBytes;
-  static constexpr std::size_t kMaxSmallBytes = Classes::maxBytes();
 
  public:
   static constexpr std::size_t Alignment = kMinAlignment;
@@ -120,8 +142,15 @@ class ScalableHeap {
   static constexpr bool HardenedAgainstMisuse = kHardened;
   static constexpr bool SecureAgainstMisuse = secure<Top>();
 
-  explicit ScalableHeap(const ScalableCoreConfig& config = Config{})
-      : registry_(&onThreadExit), shared_(config.large, config.pool, config.cache, config.segments) {}
+  ScalableHeap()
+    requires std::is_default_constructible_v<Top>
+      : ScalableHeap(Config{}) {}
+  // `topArgs` construct the top heap (an ArenaHeap's arena and owner).
+  template <class... TopArgs>
+  explicit ScalableHeap(const ScalableCoreConfig& config, TopArgs&&... topArgs)
+      : registry_(&onThreadExit),
+        classes_(classesOf(config)),
+        shared_(config.large, config.pool, config.cache, config.segments, static_cast<TopArgs&&>(topArgs)...) {}
   ScalableHeap(const ScalableHeap&) = delete;
   ScalableHeap& operator=(const ScalableHeap&) = delete;
 
@@ -136,12 +165,12 @@ class ScalableHeap {
   // The inline path: this thread's current superblock of the class has a free object.
   void* malloc(std::size_t size) {
     if (size <= kDirectBytes) [[likely]] {
-      if (Registry::threadCache.instanceId == registry_.id()) [[likely]]
-        return Registry::threadCache.heap->mallocDirect(size);  // never null while the id matches
+      if (Threads::threadCache.instanceId == registry_.id()) [[likely]]
+        return Threads::threadCache.heap->mallocDirect(size);  // never null while the id matches
       return allocSmallWithoutCachedHeap(size);
     }
-    if (size <= kMaxSmallBytes) {
-      if (Registry::threadCache.instanceId == registry_.id()) [[likely]] return Registry::threadCache.heap->mallocClass(size);
+    if (size <= classes_.maxBytes()) {
+      if (Threads::threadCache.instanceId == registry_.id()) [[likely]] return Threads::threadCache.heap->mallocClass(size);
       return allocSmallWithoutCachedHeap(size);
     }
     return mallocLarge(size, kMinAlignment);
@@ -151,11 +180,12 @@ class ScalableHeap {
   void* memalign(std::size_t alignment, std::size_t size) {
     if (!isPowerOfTwo(alignment)) return nullptr;
     if (alignment <= kMinAlignment) return malloc(size);
-    // Small objects are 16-aligned: one of size + alignment - 16 bytes holds an aligned one.
-    if (alignment <= superblock::kPageBytes && size <= kMaxSmallBytes - alignment) {
+    // Small objects are 16-aligned: one of size + alignment - 16 bytes holds an aligned one
+    // (SuperblockHeap::fitsSmallAligned's rule).
+    if (alignment <= superblock::kPageBytes && alignment < classes_.maxBytes() && size <= classes_.maxBytes() - alignment) {
       auto* object = static_cast<char*>(malloc(size + alignment - kMinAlignment));
       if (object == nullptr) return nullptr;
-      return Registry::threadCache.heap->alignSmall(object, alignment);  // malloc gave this thread a heap
+      return Threads::threadCache.heap->alignSmall(object, alignment);  // malloc gave this thread a heap
     }
     return mallocLarge(size, alignment);
   }
@@ -195,7 +225,7 @@ class ScalableHeap {
     // Hardened, an unaligned pointer goes there too, to be reported.
     if ((address & (kSb - 1)) != 0 && (!kHardened || (address & (kMinAlignment - 1)) == 0)) [[likely]] {
       Superblock* sb = Superblock::headerAt(address & ~(kSb - 1));
-      if (sb->freeToken.load(std::memory_order_relaxed) == Registry::threadCache.freeToken) [[likely]] {
+      if (sb->freeToken.load(std::memory_order_relaxed) == Threads::threadCache.freeToken) [[likely]] {
         auto* node = static_cast<FreeNode*>(pointer);
         if constexpr (kHardened) {
           // checkAndTagFreed, with the report reached by a jump (core/Hardening.h).
@@ -233,6 +263,20 @@ class ScalableHeap {
     registry_.childAfterFork();
   }
 
+  // The heap of trace thread `thread` serves the calls from now on (SelectedThreadHeaps).
+  void selectThread(std::uint32_t thread)
+    requires requires(Threads& threads, std::uint32_t index) { threads.select(index); }
+  {
+    registry_.select(thread);
+  }
+
+  // Work and metadata accesses, over a counting top (the simulator's).
+  WorkCounts& workCounts()
+    requires CountingHeap<Top>
+  {
+    return top().workCounts();
+  }
+
   // Gives this thread's heap to the next new thread now (tests; the key does it at exit).
   void releaseThisThreadsHeap() {
     ThreadHeapState* heap = myHeap(false);
@@ -262,15 +306,20 @@ class ScalableHeap {
 
   Top& top() { return static_cast<Top&>(shared_); }
 
+  static Classes classesOf(const ScalableCoreConfig& config) {
+    if constexpr (std::is_same_v<Classes, SizeClassTable>) return config.classes;
+    else return Classes{};
+  }
+
   ThreadHeapState* myHeap(bool create) {
     return registry_.myHeap(create, [this]() -> ThreadHeapState* {
       void* memory;
       {
         LockGuard<AdaptiveMutexLock> guard(poolLock_);
-        memory = top().malloc(sizeof(ThreadHeapState));
+        memory = top().malloc(kThreadHeapBytes);
       }
       if (memory == nullptr) return nullptr;
-      return new (memory) ThreadHeapState(this, Registry::newFreeToken());
+      return new (memory) ThreadHeapState(this, Threads::newFreeToken());
     });
   }
 
@@ -280,7 +329,7 @@ class ScalableHeap {
   }
 
   void releaseHeap(ThreadHeapState* heap) {
-    Registry::uncache(heap);
+    Threads::uncache(heap);
     heap->releaseEmptySuperblocks();
     registry_.release(heap);
   }
@@ -319,7 +368,7 @@ class ScalableHeap {
     // allocates (a consumer) would look its missing heap up on every free. A thread whose
     // cache names another instance's heap frees through the remote list, which its own
     // heap collects like any other thread's frees.
-    ThreadHeapState* heap = Registry::threadCache.instanceId == registry_.id() ? Registry::threadCache.heap : nullptr;
+    ThreadHeapState* heap = Threads::threadCache.instanceId == registry_.id() ? Threads::threadCache.heap : nullptr;
     if (heap != nullptr && sb->owner == static_cast<void*>(static_cast<ThreadHeap*>(heap))) {
       heap->freeOwned(sb, node);
     } else if (sb->pushRemote(node)) {
@@ -328,7 +377,8 @@ class ScalableHeap {
     }
   }
 
-  Registry registry_;
+  Threads registry_;
+  Classes classes_;
   mutable AdaptiveMutexLock poolLock_;  // guards shared_; taken after the registry's lock
   Shared shared_;
 };

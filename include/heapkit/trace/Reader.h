@@ -56,6 +56,27 @@ class TraceDecoder {
     return cursor_.threadKnown ? readBatch<NoLiveness, true>(out, capacity) : readBatch<NoLiveness, false>(out, capacity);
   }
 
+  // Up to `capacity` operations of one thread into `out`, and that thread's index into
+  // `thread`: a run ends where another thread's operations begin (fewer than `capacity`,
+  // then), at the end of the trace or at an error (0 only there: finished() or failed()
+  // tells which). A simulator that gives each thread its heap selects it per run.
+  std::size_t readRun(Operation* out, std::size_t capacity, std::uint32_t& thread) {
+    if (done_ || failed_ || capacity == 0) return 0;
+    Cursor c = cursor_;
+    std::size_t n = 0;
+    // The first operation: after any thread records, which name the run's thread.
+    if (c.checkLiveness ? decode<CheckLiveness, false, false>(c, out[0]) : decode<NoLiveness, false, false>(c, out[0])) {
+      n = 1;
+      thread = c.thread;
+      if (c.checkLiveness)
+        while (n < capacity && decode<CheckLiveness, true, true>(c, out[n])) ++n;
+      else
+        while (n < capacity && decode<NoLiveness, true, true>(c, out[n])) ++n;
+    }
+    cursor_ = c;
+    return n;
+  }
+
   bool failed() const { return failed_; }
   bool finished() const { return done_; }  // the end record was read and checked
   const std::string& error() const { return error_; }
@@ -124,8 +145,10 @@ class TraceDecoder {
   }
 
   // Decodes the memory operation at c.p (after any thread records) into `out`. With
-  // kThreadKnown, a thread record has been read: operations need no check for one.
-  template <class Liveness, bool kThreadKnown, class Out>
+  // kThreadKnown, a thread record has been read: operations need no check for one. With
+  // kOneThread, a thread record that names another thread ends the run: it is read (the
+  // next run's thread), and false returned without an error.
+  template <class Liveness, bool kThreadKnown, bool kOneThread = false, class Out>
   [[gnu::always_inline]] bool decode(Cursor& c, Out& out) {
     for (;;) {
       const unsigned char* record = c.p;
@@ -166,9 +189,11 @@ class TraceDecoder {
       } else if (op == Op::Thread) {
         ThreadRecord thread = threadRecord(record, q, c.end);
         if (thread.next == nullptr) return false;
+        const bool switched = thread.index != c.thread;
         c.thread = thread.index;
         c.threadKnown = true;
         c.p = thread.next;
+        if (kOneThread && switched) return false;
         continue;
       } else if (op == Op::End) {
         if ((q = getVarint(q, c.end, a)) == nullptr) return fail(record, "truncated record");

@@ -21,6 +21,10 @@ struct ThreadStats {
   std::uint64_t frees = 0;
   std::uint64_t bytes = 0;
   std::uint64_t remoteFrees = 0;  // frees (and reallocs) of objects another thread allocated
+  // The operations (indexes in the trace) of its first and last allocation: threads whose
+  // spans overlap allocate concurrently (a design gets a heap per thread then).
+  std::uint64_t firstAllocationEvent = 0;
+  std::uint64_t lastAllocationEvent = 0;
 };
 
 struct LivePoint {
