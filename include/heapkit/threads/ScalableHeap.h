@@ -206,8 +206,8 @@ class ScalableHeap {
   // current superblock has a free object; otherwise(size) else (size 0 included).
   template <class Otherwise>
   [[gnu::always_inline]] void* mallocInline(std::size_t size, Otherwise otherwise) {
-    if (size - 1 < kDirectBytes && Registry::threadCache.instanceId == registry_.id()) [[likely]]
-      return Registry::threadCache.heap->mallocDirectOr(size, otherwise);
+    if (size - 1 < kDirectBytes && Threads::threadCache.instanceId == registry_.id()) [[likely]]
+      return Threads::threadCache.heap->mallocDirectOr(size, otherwise);
     return otherwise(size);
   }
 

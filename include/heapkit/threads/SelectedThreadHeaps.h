@@ -28,23 +28,21 @@ class SelectedThreadHeaps {
  public:
   using ThreadCache = typename ThreadHeapRegistry<Heap>::ThreadCache;
   static constexpr std::uint64_t kNoFreeToken = ThreadHeapRegistry<Heap>::kNoFreeToken;
+  static constexpr std::uint64_t kNoInstance = ThreadHeapRegistry<Heap>::kNoInstance;
 
   // What the allocator's inline paths read: the selected thread's heap. Thread-local like
   // ThreadHeapRegistry's, so that simulations on different threads do not share it; each
   // instance sets it on every select().
-  static inline constinit thread_local ThreadCache threadCache{0, nullptr, kNoFreeToken};
+  static inline constinit thread_local ThreadCache threadCache{kNoInstance, nullptr, kNoFreeToken};
 
-  static std::uint64_t newFreeToken() {
-    static constinit std::atomic<std::uint64_t> next{1};
-    return next.fetch_add(1, std::memory_order_relaxed);
-  }
+  static std::uint64_t newFreeToken() { return ThreadHeapRegistry<Heap>::newFreeToken(); }
 
   // No thread exits here (the argument is ThreadHeapRegistry's).
   explicit SelectedThreadHeaps(void (*)(void*)) : id_(nextInstanceId().fetch_add(1, std::memory_order_relaxed)) {}
   SelectedThreadHeaps(const SelectedThreadHeaps&) = delete;
   SelectedThreadHeaps& operator=(const SelectedThreadHeaps&) = delete;
   ~SelectedThreadHeaps() {
-    if (threadCache.instanceId == id_) threadCache = {0, nullptr, kNoFreeToken};
+    if (threadCache.instanceId == id_) threadCache = {kNoInstance, nullptr, kNoFreeToken};
   }
 
   std::uint64_t id() const { return id_; }
@@ -87,7 +85,7 @@ class SelectedThreadHeaps {
     freeHeaps_ = heap;
   }
   static void uncache(Heap* heap) {
-    if (threadCache.heap == heap) threadCache = {0, nullptr, kNoFreeToken};
+    if (threadCache.heap == heap) threadCache = {kNoInstance, nullptr, kNoFreeToken};
   }
 
   // Every heap ever made, for the owner's destructor.
@@ -128,7 +126,7 @@ class SelectedThreadHeaps {
   }
 
   void cacheFor(Heap* heap) {
-    threadCache = heap == nullptr ? ThreadCache{0, nullptr, kNoFreeToken} : ThreadCache{id_, heap, heap->freeToken()};
+    threadCache = heap == nullptr ? ThreadCache{kNoInstance, nullptr, kNoFreeToken} : ThreadCache{id_, heap, heap->freeToken()};
   }
 
   template <class Create>
