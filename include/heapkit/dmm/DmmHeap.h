@@ -9,6 +9,7 @@
 //   page_segregated: ScalableCoreHeap<SizeClassTable, ArenaHeap> (libheapkit.so's
 //     single-thread path with the spec's classes and ScalableCoreConfig)
 //   the OS fallback: ArenaHeap itself (pages of their own, as mmap)
+//   the short-lived area (placement by lifetime, dmm/ShortLivedSizes.h): any of the above
 //
 // A request goes to the first allocator whose range holds its size; a free goes to the
 // allocator whose arena extent holds the pointer (the arena's owner tags): the routing
@@ -59,32 +60,23 @@ class SpecAllocators {
   static constexpr std::size_t kMaxCount = DmmSpec::kMaxAllocators;
   static_assert(DmmSpec::kFallbackToOs == kFallbackToOs);
 
-  SpecAllocators(ReservedArena<Memory>& arena, const DmmSpec& spec) : count_(spec.count), fallback_(spec.fallback) {
+  SpecAllocators(ReservedArena<Memory>& arena, const DmmSpec& spec)
+      : count_(spec.count), fallback_(spec.fallback), hasShortLived_(spec.hasShortLived) {
     for (std::size_t i = 0; i < count_; ++i) {
-      const AllocatorSpec& allocator = spec.allocators[i];
-      maxInclusive_[i] = allocator.maxInclusive;
-      auto owner = static_cast<std::uint8_t>(i + 1);
-      switch (allocator.mechanism) {
-        case Mechanism::Kingsley: allocators_[i].template emplace<KingsleyAllocator>(arena, owner); break;
-        case Mechanism::Lea: allocators_[i].template emplace<LeaAllocator>(arena, owner); break;
-        case Mechanism::AdaptiveLea: allocators_[i].template emplace<AdaptiveLeaAllocator>(arena, owner); break;
-        case Mechanism::PageSegregated:
-          allocators_[i].template emplace<PageSegregatedAllocator>(allocator.pageSegregated.coreConfig(), arena, owner);
-          break;
-        case Mechanism::BinaryBuddy:
-        case Mechanism::FibonacciBuddy:
-        case Mechanism::WeightedBuddy:
-        case Mechanism::DoubleBuddy:
-          allocators_[i].template emplace<BuddyAllocator>(allocator.buddy, arena, owner);
-          break;
-        default: allocators_[i].template emplace<FreeListAllocator>(allocator.freeLists, arena, owner); break;
-      }
+      maxInclusive_[i] = spec.allocators[i].maxInclusive;
+      build(allocators_[i], spec.allocators[i], arena, static_cast<std::uint8_t>(i + 1));
+    }
+    if (hasShortLived_) {
+      shortLived_ = spec.shortLived.sizes;
+      build(allocators_[kShortLivedSlot], spec.shortLived.allocator, arena, static_cast<std::uint8_t>(count_ + 2));
     }
   }
 
   std::size_t count() const { return count_; }
   std::size_t maxInclusive(std::size_t i) const { return maxInclusive_[i]; }
   int fallback() const { return fallback_; }
+  bool hasShortLived() const { return hasShortLived_; }
+  bool isShortLived(std::size_t size) const { return shortLived_.contains(size); }
 
   // f(allocator i); an empty slot (never routed to) gives f's result type's default.
   template <class F>
@@ -98,19 +90,42 @@ class SpecAllocators {
             return f(heap);
           }
         },
-        allocators_[i]);
+        allocators_[i == count_ + 1 ? kShortLivedSlot : i]);
   }
 
   // The allocators give their chunks back to the arena before it unmaps.
   void release() {
     for (std::size_t i = 0; i < count_; ++i) allocators_[i].template emplace<std::monostate>();
+    allocators_[kShortLivedSlot].template emplace<std::monostate>();
   }
 
  private:
+  static constexpr std::size_t kShortLivedSlot = kMaxCount;
+
+  static void build(Allocator& slot, const AllocatorSpec& allocator, ReservedArena<Memory>& arena, std::uint8_t owner) {
+    switch (allocator.mechanism) {
+      case Mechanism::Kingsley: slot.template emplace<KingsleyAllocator>(arena, owner); break;
+      case Mechanism::Lea: slot.template emplace<LeaAllocator>(arena, owner); break;
+      case Mechanism::AdaptiveLea: slot.template emplace<AdaptiveLeaAllocator>(arena, owner); break;
+      case Mechanism::PageSegregated:
+        slot.template emplace<PageSegregatedAllocator>(allocator.pageSegregated.coreConfig(), arena, owner);
+        break;
+      case Mechanism::BinaryBuddy:
+      case Mechanism::FibonacciBuddy:
+      case Mechanism::WeightedBuddy:
+      case Mechanism::DoubleBuddy:
+        slot.template emplace<BuddyAllocator>(allocator.buddy, arena, owner);
+        break;
+      default: slot.template emplace<FreeListAllocator>(allocator.freeLists, arena, owner); break;
+    }
+  }
+
   std::size_t count_;
   int fallback_;
+  bool hasShortLived_;
+  ShortLivedSizes shortLived_;
   std::size_t maxInclusive_[kMaxCount] = {};
-  Allocator allocators_[kMaxCount];
+  Allocator allocators_[kMaxCount + 1];  // the last: the short-lived area
 };
 }  // namespace dmm
 
