@@ -183,8 +183,9 @@ def _cmake() -> str:
 def thread_aware(spec: SpecLike) -> bool:
     """One page_segregated allocator over every size: built as libheapkit.so's thread-aware
     heap (ScalableHeap: a heap per thread, no lock) with the design's classes and values."""
-    allocators = as_spec(spec).data["allocators"]
-    return (len(allocators) == 1 and allocators[0]["mechanism"] == "page_segregated"
+    data = as_spec(spec).data
+    allocators = data["allocators"]
+    return ("short_lived" not in data and len(allocators) == 1 and allocators[0]["mechanism"] == "page_segregated"
             and allocators[0]["range"] == [0, None])
 
 
