@@ -93,3 +93,36 @@ def test_a_search_starts_from_the_mixed_designs(churn_trace):
     assert sum(len(d.allocators) == 1 and d.allocators[0]["mechanism"] == "page_segregated"
                and d.allocators[0]["warm_superblocks"] == 16 for d in designs) >= 2, "fitted class lists too"
     assert len(seeds) <= 12
+
+
+def test_schema_and_validator_agree_on_short_lived_areas():
+    """What heapkit accepts the published schema accepts; what the schema rejects heapkit rejects."""
+    import jsonschema
+
+    schema = jsonschema.Draft202012Validator(heapkit.dmm.schema())
+    rng = random.Random(5)
+    accepted = rejected = 0
+    for _ in range(600):
+        ranges, low = [], rng.choice([0, 16, 32, 40])
+        for _ in range(rng.randint(0, 4)):
+            high = low + rng.choice([16, 48, 1008, 1000, 70000])
+            ranges.append([low, high])
+            low = high + rng.choice([-16, 0, 32])
+        allocator = rng.choice([{"mechanism": "lea"}, {"mechanism": "page_segregated", "warm_superblocks": 4},
+                                {"mechanism": "segregated_lists", "classes": 5}, {"mechanism": "kingsley", "split": True},
+                                {"range": [0, 64], "mechanism": "lea"}, {}])
+        area = {"sizes": ranges, "allocator": allocator}
+        if rng.random() < 0.1:
+            area["age"] = 1
+        document = {"format": "heapkit-dmm/1", "allocators": [{"range": [0, None], "mechanism": "adaptive_lea"}],
+                    "short_lived": area}
+        try:
+            heapkit.parse_spec(json.dumps(document))
+            ok = True
+        except heapkit.SpecError as error:
+            ok = False
+            assert str(error).startswith("short_lived"), str(error)
+        assert not (ok and not schema.is_valid(document)), document
+        accepted += ok
+        rejected += not ok
+    assert accepted > 20 and rejected > 20
