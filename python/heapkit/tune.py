@@ -183,7 +183,7 @@ def pick_candidates(front: Front, count: int) -> list[FrontDesign]:
     footprint (each over Kingsley's), the design nearest to beating heapkit's fast and
     dense general-purpose presets on both axes (:func:`nearest_to_dominating`), the least
     footprint, the least predicted time, then designs evenly spread along the front by
-    footprint."""
+    footprint (within twice the least footprint, when enough designs are)."""
     designs = list(front.designs)
     if not designs or count < 1:
         return []
@@ -203,12 +203,16 @@ def pick_candidates(front: Front, count: int) -> list[FrontDesign]:
         add(near)
     add(min(designs, key=lambda d: (d.footprint, d.time)))
     add(min(designs, key=lambda d: (d.time, d.footprint)))
-    by_footprint = sorted(designs, key=lambda d: (d.footprint, d.time))
-    while len(chosen) < min(count, len(designs)):
+    # Spread along the part of the front a user may want: within twice the least footprint
+    # (a region holding 7x the live bytes is fast and of no use), all of it if too few.
+    least = min(d.footprint for d in designs)
+    usable = [d for d in designs if d.footprint <= 2 * least]
+    by_footprint = sorted(usable if len(usable) >= count else designs, key=lambda d: (d.footprint, d.time))
+    while len(chosen) < min(count, len(designs)) and any(d.key not in {c.key for c in chosen} for d in by_footprint):
         remaining = [d for d in by_footprint if d.key not in {c.key for c in chosen}]
         # the design farthest (in rank along the front) from every chosen one
         ranks = {d.key: i for i, d in enumerate(by_footprint)}
-        taken = [ranks[c.key] for c in chosen]
+        taken = [ranks[c.key] for c in chosen if c.key in ranks] or [-1]
         add(max(remaining, key=lambda d: min(abs(ranks[d.key] - t) for t in taken)))
     return chosen
 
@@ -219,7 +223,7 @@ GENERAL_PURPOSE = ("HKS", "ALEA")
 
 
 def nearest_to_dominating(front: Front) -> Optional[FrontDesign]:
-    """The design of the simulated front nearest to beating heapkit's general-purpose
+    """The design the search found (not a preset) on the simulated front nearest to beating heapkit's general-purpose
     presets on both axes at once: the least of max(predicted time over the faster
     preset's, footprint over the smaller preset's). What tune is after is a design that
     beats every peer on both axes, and those presets stand for the peers here (libheapkit.so
@@ -231,7 +235,10 @@ def nearest_to_dominating(front: Front) -> Optional[FrontDesign]:
     smallest = min(m["peak_footprint"] for m in presets)
     if fastest <= 0 or smallest <= 0:
         return None
-    return min(front.designs, key=lambda d: (max(d.time / fastest, d.footprint / smallest), d.time))
+    searched = [d for d in front.designs if d.name not in heapkit.PRESETS]
+    if not searched:
+        return None
+    return min(searched, key=lambda d: (max(d.time / fastest, d.footprint / smallest), d.time))
 
 
 def nearest_to_beating_peers(race: hr.RaceResult, names: Sequence[str]) -> Optional[str]:
