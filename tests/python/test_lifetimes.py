@@ -74,6 +74,7 @@ def test_mixed_seeds_derive_and_simulate(churn_trace):
         assert genome is not None, name
         spec = design_from_text(grammar.derive(genome), name)
         assert spec.allocators[-1]["mechanism"] == "adaptive_lea"
+        assert heapkit.parse_spec(spec.to_json()).key == spec.key, "the spec file is the design, its area included"
         if name.startswith("NUR-"):
             assert spec.data["short_lived"]["allocator"]["mechanism"] == "page_segregated"
             (metrics,) = heapkit.simulate(churn_trace, [spec])
