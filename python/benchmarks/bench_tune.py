@@ -290,9 +290,14 @@ def render(outcomes: list[Outcome], settings: ht.TuneSettings, args) -> str:
     lines += ["",
               "The design space holds the 2010 paper's mechanisms and libheapkit.so's own: `page_segregated` "
               "(headerless page-segregated size classes, the class list fitted to the trace, the pool, purge and "
-              "large-block cache as values; built as the thread-aware heap) and `adaptive_lea`; the search starts "
-              "from the presets HKS and ALEA (libheapkit.so's single-thread path and libheapkit-lea.so's heap) and "
-              "optimises the time model's predicted time (\"Predicting replay time\"). The recommendation stays "
+              "large-block cache as values; built as the thread-aware heap, or for a range of small sizes in front of "
+              "another allocator) and `adaptive_lea`, and placement by lifetime (`short_lived`: the sizes whose "
+              "objects the trace shows to die young in an area of their own, docs/dmm-spec.md); the search starts "
+              "from the presets HKS and ALEA (libheapkit.so's single-thread path and libheapkit-lea.so's heap) and the "
+              "mixed designs (the churn page-segregated, the rest AdaptiveLeaHeap, by size or by lifetime) and "
+              "optimises the time model's predicted time (\"Predicting replay time\"); tune builds, besides the "
+              "front's balance and extremes, the design nearest to beating HKS and ALEA on both axes, and races on "
+              "the program the one nearest to beating every peer on the trace. The recommendation stays "
               "honest regardless: a peer is recommended when no built design beats it measurably."]
     return "\n".join(lines) + "\n"
 

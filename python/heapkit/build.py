@@ -183,17 +183,19 @@ def _cmake() -> str:
 def thread_aware(spec: SpecLike) -> bool:
     """One page_segregated allocator over every size: built as libheapkit.so's thread-aware
     heap (ScalableHeap: a heap per thread, no lock) with the design's classes and values."""
-    allocators = as_spec(spec).data["allocators"]
-    return (len(allocators) == 1 and allocators[0]["mechanism"] == "page_segregated"
+    data = as_spec(spec).data
+    allocators = data["allocators"]
+    return ("short_lived" not in data and len(allocators) == 1 and allocators[0]["mechanism"] == "page_segregated"
             and allocators[0]["range"] == [0, None])
 
 
 def shipped_heap(spec: SpecLike, ns: str) -> str:
     """The heap type lib<name>.so runs: the thread-aware ScalableHeap for a design of one
-    page_segregated allocator, else the design (over its arena) behind one lock."""
+    page_segregated allocator, else the design (over its arena) behind one lock, taken once
+    the process has a second thread (UnlessSingleThreaded, as glibc's malloc does)."""
     if thread_aware(spec):
         return f"{ns}::ThreadAware<heapkit::Hardened<heapkit::MmapHeap>>"
-    return f"heapkit::LockedHeap<heapkit::SpinLock, {ns}::Dmm<heapkit::RealMemory>>"
+    return f"heapkit::LockedHeap<heapkit::UnlessSingleThreaded<heapkit::SpinLock>, {ns}::Dmm<heapkit::RealMemory>>"
 
 
 def build(spec: SpecLike, output: str | Path, *, build_type: str = "Release") -> BuildResult:
@@ -219,7 +221,8 @@ def build(spec: SpecLike, output: str | Path, *, build_type: str = "Release") ->
         shipped_heap=shipped_heap(spec, ident),
         shipped_comment=("The design as libheapkit.so's thread-aware heap (a heap per thread, no lock, over mmap), "
                          f"as a drop-in malloc: lib{stem}.so." if thread_aware(spec) else
-                         f"The design behind one lock, as a drop-in malloc: lib{stem}.so."),
+                         f"The design behind one lock (taken once the process has a second thread), as a drop-in malloc: "
+                         f"lib{stem}.so."),
         package=_cmake_path(PACKAGE_DIR), design_dir=_cmake_path(out_dir)))
     cmake = _cmake()
     configure = [cmake, "-S", str(work), "-B", str(work / "build"), f"-DCMAKE_BUILD_TYPE={build_type}",

@@ -703,7 +703,7 @@ def _race_table(title: str, race, recommended: str | None) -> Table:
 @click.option("--sample", type=click.IntRange(min=0), default=None,
               help="Search on the trace's first N operations, then confirm the front on the whole trace; 0: search "
                    "on the whole trace [default: the first 1,000,000 of a trace of 2,000,000 or more].")
-@click.option("--designs", type=click.IntRange(min=0, max=12), default=4, show_default=True,
+@click.option("--designs", type=click.IntRange(min=0, max=12), default=5, show_default=True,
               help="Designs of the simulated front to build (LEA is built too).")
 @click.option("--finalists", type=click.IntRange(min=0, max=8), default=3, show_default=True,
               help="Designs raced on the program itself, from the front of the race on the trace.")

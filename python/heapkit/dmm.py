@@ -55,6 +55,8 @@ class Spec:
         if self.description:
             document["description"] = self.description
         document.update(allocators=data["allocators"], fallback=data["fallback"])
+        if "short_lived" in data:
+            document["short_lived"] = data["short_lived"]
         return json.dumps(document, indent=indent)
 
 

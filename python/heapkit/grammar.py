@@ -149,6 +149,8 @@ def design_from_text(text: str, name: str = "design") -> Spec:
         parts = json.loads("[" + text + "]")
     except json.JSONDecodeError as error:
         raise GrammarError(f"the derivation is not JSON: {error}") from None
+    short_lived = [p for p in parts if "short_lived" in p]
+    parts = [p for p in parts if "short_lived" not in p]
     general = parts[-1]
     bounded = sorted((p for p in parts[:-1]), key=lambda p: p["upto"])
     allocators, low = [], 0
@@ -163,8 +165,11 @@ def design_from_text(text: str, name: str = "design") -> Spec:
         allocators.append({"range": [low, None], **{k: v for k, v in general.items() if k != "upto"}})
     if not allocators:
         allocators.append({"range": [0, None], "mechanism": "kingsley"})
-    return parse_spec(json.dumps({"format": "heapkit-dmm/1", "name": name, "allocators": allocators,
-                                  "fallback": fallback}))
+    document = {"format": "heapkit-dmm/1", "name": name, "allocators": allocators, "fallback": fallback}
+    if short_lived:
+        area = dict(short_lived[0])
+        document["short_lived"] = {"sizes": area.pop("short_lived"), "allocator": area}
+    return parse_spec(json.dumps(document))
 
 
 # ---- generating a grammar from a profile --------------------------------------------------
@@ -214,10 +219,16 @@ PAGE_SEGREGATED_CHOICES = {
 }
 
 
-def _page_segregated(classes: Sequence[int], **values: str) -> str:
+def _page_segregated_fields(classes: Sequence[int] | str, **values: str) -> str:
+    """A page_segregated allocator's fields (no braces, no bound), as the grammar spells them."""
     values = {**PAGE_SEGREGATED_DEFAULTS, **values}
-    return ('{"upto": null, "mechanism": "page_segregated", "class_sizes": ' + json.dumps(list(classes)) +
-            ", " + ", ".join(f'"{k}": {values[k]}' for k in PAGE_SEGREGATED_DEFAULTS) + "}")
+    classes = classes if isinstance(classes, str) else json.dumps(list(classes))
+    return ('"mechanism": "page_segregated", "class_sizes": ' + classes + ", " +
+            ", ".join(f'"{k}": {values[k]}' for k in PAGE_SEGREGATED_DEFAULTS))
+
+
+def _page_segregated(classes: Sequence[int], **values: str) -> str:
+    return '{"upto": null, ' + _page_segregated_fields(classes, **values) + "}"
 
 
 PRESET_ALTERNATIVES = {
@@ -236,13 +247,17 @@ PRESET_ALTERNATIVES = {
 
 
 def generate(top_sizes: Sequence[tuple[int, int]], max_size: int,
-             class_lists: Sequence[Sequence[int]] = (), concurrent_threads: bool = False) -> Grammar:
+             class_lists: Sequence[Sequence[int]] = (),
+             short_lived: Sequence[Sequence[tuple[int, int]]] = (), concurrent_threads: bool = False) -> Grammar:
     """The design space for a program whose most frequent sizes are ``top_sizes`` and whose
     largest request is ``max_size``: range bounds at its hot sizes and at powers of two up
     to its largest request, exact and strict classes at its hot sizes, and every mechanism,
-    list policy and chunk policy of the spec format; and, as whole designs, libheapkit.so's
-    page-segregated heap with libheapkit.so's classes or any of ``class_lists`` (size
-    classes fitted to the trace, :mod:`heapkit.sizeclasses`) and its policies' values.
+    list policy and chunk policy of the spec format; libheapkit.so's page-segregated heap
+    with libheapkit.so's classes or any of ``class_lists`` (size classes fitted to the
+    trace, :mod:`heapkit.sizeclasses`) and its policies' values, as a whole design or for a
+    range of small sizes in front of another allocator; and, given ``short_lived`` (sets of
+    size ranges whose objects die young, :mod:`heapkit.lifetimes`), designs that place
+    those sizes in an area of their own (the spec's ``short_lived``).
 
     With ``concurrent_threads`` (the trace's threads allocate concurrently), only the
     designs composed with the thread layers: one page_segregated allocator over every
@@ -258,15 +273,23 @@ def generate(top_sizes: Sequence[tuple[int, int]], max_size: int,
     def rule(name: str, *alternatives: str) -> None:
         rules[name] = [[t if t.startswith("<") else t.strip() for t in _TOKEN.findall(a.strip())] for a in alternatives]
 
-    rule("<dmm>", "<general>", "<part> , <general>", "<part> , <part> , <general>",
-         "<part> , <part> , <part> , <general>", "<page-segregated>")
+    dmm = ["<general>", "<part> , <general>", "<part> , <part> , <general>",
+           "<part> , <part> , <part> , <general>", "<page-segregated>"]
+    if short_lived:
+        dmm += ["<short-lived> , <general>", "<short-lived> , <part> , <general>"]
+    rule("<dmm>", *dmm)
     lists = [list(DEFAULT_CLASSES)]
     for fitted in class_lists:
         if list(fitted) not in lists:
             lists.append(list(fitted))
-    rule("<page-segregated>", _page_segregated(["<ps-classes>"], **{k: f"<ps-{k.replace('_', '-')}>"
-                                                                     for k in PAGE_SEGREGATED_DEFAULTS})
-         .replace('["<ps-classes>"]', "<ps-classes>"))
+    ps_fields = _page_segregated_fields("<ps-classes>", **{k: f"<ps-{k.replace('_', '-')}>"
+                                                            for k in PAGE_SEGREGATED_DEFAULTS})
+    rule("<page-segregated>", "{\"upto\": null, <ps-fields> }")
+    rule("<ps-fields>", ps_fields)
+    if short_lived:
+        rule("<short-lived>", '{"short_lived": <sl-sizes> , <sl-allocator> }')
+        rule("<sl-sizes>", *[json.dumps([list(r) for r in ranges]) for ranges in short_lived])
+        rule("<sl-allocator>", "<ps-fields>", "<fits>", '"mechanism": "kingsley"', '"mechanism": "lea"')
     rule("<ps-classes>", *[json.dumps(c) for c in lists])
     for key, values in PAGE_SEGREGATED_CHOICES.items():
         rule(f"<ps-{key.replace('_', '-')}>", *values)
@@ -276,7 +299,8 @@ def generate(top_sizes: Sequence[tuple[int, int]], max_size: int,
     rule("<general>", '{"upto": null, <general-mechanism> }',
          *[text for name, text in PRESET_ALTERNATIVES.items() if name != "HKS"],
          '{"upto": null, "mechanism": "os"}')
-    rule("<part-mechanism>", "<fits>", "<strict>", "<simple>", "<exact>", "<buddy>", '"mechanism": "kingsley"', "<region>")
+    rule("<part-mechanism>", "<fits>", "<strict>", "<simple>", "<exact>", "<buddy>", '"mechanism": "kingsley"', "<region>",
+         "<ps-fields>")
     rule("<general-mechanism>", "<fits>", '"mechanism": "kingsley"', '"mechanism": "lea"', '"mechanism": "adaptive_lea"',
          "<buddy>", "<region>")
     rule("<region>", '"mechanism": "region", "header": <header> , <chunk>')
@@ -348,6 +372,31 @@ def fitted_alternatives(grammar: Grammar) -> dict[str, str]:
     return out
 
 
+#: The bounds under which the mixed seeds serve small requests from libheapkit.so's
+#: page-segregated heap, and the rest best fit (AdaptiveLeaHeap): medium blocks pack
+#: densely in a best-fit heap, where a 64 KiB superblock of them wastes its tail.
+MIXED_SEED_BOUNDS = (1024, 4096)
+
+
+def mixed_alternatives(grammar: Grammar) -> dict[str, str]:
+    """Designs that mix libheapkit.so's speed with a best-fit heap's density, as the
+    grammar derives them, to seed a search with: for each short-lived set the grammar
+    offers, that set in page_segregated superblocks of its own and every other size best
+    fit (``NUR-i``, placement by lifetime); and small requests page-segregated up to each
+    of MIXED_SEED_BOUNDS the grammar has as a bound, the rest best fit (``MIX-b``)."""
+    out = {}
+    classes = "".join(grammar.rules["<ps-classes>"][0]) if "<ps-classes>" in grammar.rules else json.dumps(DEFAULT_CLASSES)
+    for i, items in enumerate(grammar.rules.get("<sl-sizes>", []), 1):
+        out[f"NUR-{i}"] = ('{"short_lived": ' + "".join(items) + ", " + _page_segregated_fields(classes) + "}, "
+                           '{"upto": null, "mechanism": "adaptive_lea"}')
+    bounds = {"".join(b) for b in grammar.rules.get("<bound>", [])}
+    for bound in MIXED_SEED_BOUNDS:
+        if str(bound) in bounds:
+            out[f"MIX-{bound}"] = ('{"upto": ' + str(bound) + ", " + _page_segregated_fields(classes) + "}, "
+                                   '{"upto": null, "mechanism": "adaptive_lea"}')
+    return out
+
+
 #: The numbers of classes whose fitted lists the grammar offers (capped by the trace's
 #: distinct sizes), each under every weighting of :mod:`heapkit.sizeclasses`.
 FITTED_CLASS_COUNTS = (8, 12, 16, 24, 32, 40, 48, 64)
@@ -357,12 +406,17 @@ def generate_for_trace(trace: str | Path) -> Grammar:
     from heapkit import sizeclasses
     from heapkit.stats import stats
 
+    from heapkit.lifetimes import short_lived_sets
+    from heapkit.stats import size_profile
+
     profile = stats(trace, top_sizes=24)
-    histogram = sizeclasses.size_histogram(trace)
+    small = size_profile(trace)
+    histogram = sizeclasses.SizeHistogram(small["sizes"], small["counts"], small["live_at_peak"])
     fitted = sizeclasses.fitted_lists(histogram, FITTED_CLASS_COUNTS) if histogram.counts.any() else []
-    return generate(profile.top_sizes, profile.max_size, [f.classes for f in fitted],
+    return generate(profile.top_sizes, profile.max_size, [f.classes for f in fitted], short_lived_sets(small),
                     concurrent_threads=profile.concurrent_allocating_threads >= 2)
 
 
-__all__ = ["FITTED_CLASS_COUNTS", "FITTED_SEED_POLICIES", "Grammar", "fitted_alternatives", "GrammarError", "PAGE_SEGREGATED_CHOICES", "PRESET_ALTERNATIVES", "design_from_text", "generate", "generate_for_trace",
+__all__ = ["FITTED_CLASS_COUNTS", "FITTED_SEED_POLICIES", "Grammar", "MIXED_SEED_BOUNDS", "fitted_alternatives",
+           "mixed_alternatives", "GrammarError", "PAGE_SEGREGATED_CHOICES", "PRESET_ALTERNATIVES", "design_from_text", "generate", "generate_for_trace",
            "hot_sizes"]

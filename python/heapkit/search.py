@@ -5,7 +5,9 @@ the trace's size profile) maps each to a design. Selection is DEAP's NSGA-II ove
 chosen objectives (any of work, footprint, energy, all minimised), or, with ``weights``,
 the paper's single objective: a weighted sum of the objectives normalised to Kingsley's.
 The presets the grammar can express (KNG, LEA, FIB, S10, ALEA, HKS) are seeded into the
-first population, with page-segregated designs on the class lists fitted to the trace,
+first population, with designs mixing page-segregated small objects and a best-fit heap (by
+size, or by lifetime: the short-lived sizes in an area of their own), and page-segregated
+designs on the class lists fitted to the trace,
 and NSGA-II keeps the non-dominated designs, so the front never loses to them. Every
 offspring derives a design not evaluated before (:func:`make_new`), and a share of them
 are random immigrants.
@@ -41,7 +43,7 @@ import numpy as np
 from heapkit import simulator, timemodel
 from heapkit.dmm import Spec
 from heapkit.grammar import (PRESET_ALTERNATIVES, Grammar, GrammarError, design_from_text, fitted_alternatives,
-                             generate_for_trace)
+                             generate_for_trace, mixed_alternatives)
 
 # time: the time model's predicted replay time (heapkit.timemodel, predicted_ns); work: the
 # list steps alone, which miss cache misses and page faults (docs/search.md).
@@ -217,6 +219,23 @@ def seed_genomes(grammar: Grammar, fitted: bool = False) -> dict[str, list[int]]
     return seeds
 
 
+def initial_seeds(grammar: Grammar, population: int, seed_fitted: bool = True) -> list[list[int]]:
+    """The genomes a search's first population starts with: the presets; then, with
+    ``seed_fitted``, the mixed designs (page-segregated small objects with a best-fit heap
+    behind, by size or by lifetime: :func:`heapkit.grammar.mixed_alternatives`), leaving
+    room for two at least of the page-segregated designs on fitted class lists, spread
+    from the fewest classes to the most; at most half the population."""
+    seeds = list(seed_genomes(grammar).values())
+    if seed_fitted:
+        mixed = [grammar.genome_for(t) for t in mixed_alternatives(grammar).values()]
+        seeds += [g for g in mixed if g is not None][:max(0, population // 2 - len(seeds) - 2)]
+    fitted = [g for name, g in seed_genomes(grammar, fitted=seed_fitted).items() if name not in PRESET_ALTERNATIVES]
+    room = max(0, population // 2 - len(seeds))
+    if fitted and room:
+        seeds += [fitted[i * len(fitted) // min(room, len(fitted))] for i in range(min(room, len(fitted)))]
+    return seeds[:population]
+
+
 def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
     return all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
 
@@ -342,12 +361,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
         rng = random.Random(seed)
         # The presets, then (with seed_fitted) the page-segregated designs with the class
         # lists fitted to the trace, at most half the population: the rest random.
-        seeds = list(seed_genomes(grammar).values())
-        fitted = [g for name, g in seed_genomes(grammar, fitted=seed_fitted).items() if name not in PRESET_ALTERNATIVES]
-        room = max(0, population // 2 - len(seeds))
-        if fitted and room:  # spread over the lists, from the fewest classes to the most
-            seeds += [fitted[i * len(fitted) // min(room, len(fitted))] for i in range(min(room, len(fitted)))]
-        pop = [_make(fitness_class, g) for g in seeds[:population]]
+        pop = [_make(fitness_class, g) for g in initial_seeds(grammar, population, seed_fitted)]
         seen = {spec.key for spec in (_design_of(grammar, i) for i in pop) if spec is not None} | set(preset_names)
         while len(pop) < population:
             individual = _make(fitness_class, [rng.randrange(256) for _ in range(rng.randint(*genome_length))])

@@ -142,6 +142,16 @@ def load_energy_model(path: str | Path | None) -> dict[str, float]:
 
 def _dmm_map(spec: Spec, allocators: list[dict[str, int]]) -> list[AllocatorUse]:
     rows = []
+    area = spec.data.get("short_lived")
+    if area is not None and len(allocators) > len(spec.allocators) + 1:
+        # the short-lived area's figures follow the OS fallback's (placement by lifetime)
+        used = allocators[len(spec.allocators) + 1]
+        allocators = allocators[:len(spec.allocators) + 1]
+        lst = area["allocator"].get("list", {})
+        rows.append(AllocatorUse(len(spec.allocators) + 1, (area["sizes"][0][0], area["sizes"][-1][1]),
+                                 area["allocator"]["mechanism"] + " (short-lived sizes)", lst.get("structure", "-"),
+                                 lst.get("fit", "-"), lst.get("order", "-"), used["requests"], used["requested_bytes"],
+                                 used["peak_bytes_held"]))
     for i, (described, used) in enumerate(zip(spec.allocators + [None], allocators)):
         if described is None:
             unbounded = spec.allocators[-1]["range"][1] is None

@@ -12,15 +12,17 @@ redoes only what depends on it):
 4. ``search``: the design space searched on the trace (``search/``, resumable; the presets
    it evaluates beside the search are kept in its front.json); on a trace of more than
    two million operations, on its first million, the front then confirmed on the whole;
-5. ``build``: designs of the front (the best balance of work and footprint, the least
-   footprint, the least work, then spread along the front) and the presets worth building
+5. ``build``: designs of the front (the best balance of predicted time and footprint, the
+   one nearest to beating heapkit's fast and dense presets HKS and ALEA on both axes, the
+   least footprint, the least predicted time, then spread along the front) and the presets worth building
    (LEA, and any preset on the front) are built (``designs/NAME/``) and the built heap's
    bytes held checked against the prediction, to the byte;
 6. ``race-trace``: the built designs and the peers (glibc, jemalloc, mimalloc, tcmalloc,
    libheapkit.so, libheapkit-lea.so: those installed) raced on the trace
    (``heapkit-replay``), :mod:`heapkit.race`;
 7. ``race-program``: the peers and the designs the trace's race left on its front (at most
-   ``finalists``), with the best design the search found in any case, raced on the whole
+   ``finalists``), with the best design the search found in any case and the one nearest
+   to beating every peer on both axes on the trace, raced on the whole
    command, every process under the allocator, output and exit status checked against
    glibc's;
 8. the recommendation (:mod:`heapkit.recommend`) on the program's measured front, by
@@ -73,7 +75,7 @@ class TuneSettings:
     generations: int = 12
     objectives: tuple[str, ...] = ("time", "footprint", "energy")
     seed: int = 1
-    designs: int = 4  # designs of the front to build
+    designs: int = 5  # designs of the front to build
     finalists: int = 3  # designs raced on the program itself
     process: Optional[str] = None  # the program (or pid) to tune on; default: the busiest
     merge: bool = False  # every process of that program, one after the other
@@ -178,8 +180,10 @@ def _save(path: Path, data) -> None:
 
 def pick_candidates(front: Front, count: int) -> list[FrontDesign]:
     """Up to ``count`` designs of the simulated front: the best balance of predicted time and
-    footprint (each over Kingsley's), the least footprint, the least predicted time, then
-    designs evenly spread along the front by footprint."""
+    footprint (each over Kingsley's), the design nearest to beating heapkit's fast and
+    dense general-purpose presets on both axes (:func:`nearest_to_dominating`), the least
+    footprint, the least predicted time, then designs evenly spread along the front by
+    footprint (within twice the least footprint, when enough designs are)."""
     designs = list(front.designs)
     if not designs or count < 1:
         return []
@@ -194,16 +198,60 @@ def pick_candidates(front: Front, count: int) -> list[FrontDesign]:
             chosen.append(d)
 
     add(min(designs, key=lambda d: d.time / base_time + d.footprint / base_footprint))
+    near = nearest_to_dominating(front)
+    if near is not None:
+        add(near)
     add(min(designs, key=lambda d: (d.footprint, d.time)))
     add(min(designs, key=lambda d: (d.time, d.footprint)))
-    by_footprint = sorted(designs, key=lambda d: (d.footprint, d.time))
-    while len(chosen) < min(count, len(designs)):
+    # Spread along the part of the front a user may want: within twice the least footprint
+    # (a region holding 7x the live bytes is fast and of no use), all of it if too few.
+    least = min(d.footprint for d in designs)
+    usable = [d for d in designs if d.footprint <= 2 * least]
+    by_footprint = sorted(usable if len(usable) >= count else designs, key=lambda d: (d.footprint, d.time))
+    while len(chosen) < min(count, len(designs)) and any(d.key not in {c.key for c in chosen} for d in by_footprint):
         remaining = [d for d in by_footprint if d.key not in {c.key for c in chosen}]
         # the design farthest (in rank along the front) from every chosen one
         ranks = {d.key: i for i, d in enumerate(by_footprint)}
-        taken = [ranks[c.key] for c in chosen]
+        taken = [ranks[c.key] for c in chosen if c.key in ranks] or [-1]
         add(max(remaining, key=lambda d: min(abs(ranks[d.key] - t) for t in taken)))
     return chosen
+
+
+#: heapkit's general-purpose presets standing for the peers in the simulator: libheapkit.so's
+#: single-thread path (fast) and libheapkit-lea.so's heap (dense).
+GENERAL_PURPOSE = ("HKS", "ALEA")
+
+
+def nearest_to_dominating(front: Front) -> Optional[FrontDesign]:
+    """The design the search found (not a preset) on the simulated front nearest to beating heapkit's general-purpose
+    presets on both axes at once: the least of max(predicted time over the faster
+    preset's, footprint over the smaller preset's). What tune is after is a design that
+    beats every peer on both axes, and those presets stand for the peers here (libheapkit.so
+    runs as fast as the fastest of them, libheapkit-lea.so packs as densely as glibc)."""
+    presets = [front.presets[n].metrics for n in GENERAL_PURPOSE if n in front.presets and _usable(front.presets[n].metrics)]
+    if not front.designs or not presets:
+        return None
+    fastest = min(m.get("predicted_ns") or m["work"] for m in presets)
+    smallest = min(m["peak_footprint"] for m in presets)
+    if fastest <= 0 or smallest <= 0:
+        return None
+    searched = [d for d in front.designs if d.name not in heapkit.PRESETS]
+    if not searched:
+        return None
+    return min(searched, key=lambda d: (max(d.time / fastest, d.footprint / smallest), d.time))
+
+
+def nearest_to_beating_peers(race: hr.RaceResult, names: Sequence[str]) -> Optional[str]:
+    """Of ``names`` (designs raced), the one nearest to beating every peer of the race on
+    both axes: the least of max(time over the fastest peer's, peak RSS over the lowest
+    peer's); None without peers or designs."""
+    peers = [s for s in race.standings if s.kind == "peer" and s.runs() and not s.disqualified]
+    designs = [s for s in race.standings if s.name in set(names) and s.runs() and not s.disqualified]
+    if not peers or not designs:
+        return None
+    fastest = min(p.cpu_seconds for p in peers)
+    smallest = min(p.peak_rss for p in peers)
+    return min(designs, key=lambda s: (max(s.cpu_seconds / fastest, s.peak_rss / smallest), s.cpu_seconds)).name
 
 
 def pick_finalists(race: hr.RaceResult, count: int, prefer: str, searched: Sequence[str] = ()) -> list[str]:
@@ -227,6 +275,11 @@ def pick_finalists(race: hr.RaceResult, count: int, prefer: str, searched: Seque
     found = [s for s in designs if s.name in set(searched)]
     if found and not set(finalists) & {s.name for s in found}:
         finalists.append(choose(race, found, prefer).name)
+    # And the searched design nearest to beating every peer on both axes, which a peer
+    # may dominate on the trace by a hair while it would beat them all on the program.
+    near = nearest_to_beating_peers(race, [s.name for s in found])
+    if near is not None and near not in finalists:
+        finalists.append(near)
     if not finalists:
         finalists.append(choose(race, designs, prefer).name)
     return finalists
@@ -524,6 +577,6 @@ def write_tune_report(out_dir: str | Path, prefer: str = "balanced") -> Path:
     return rp.write(tune_report(out_dir, prefer), Path(out_dir) / "report.html")
 
 
-__all__ = ["BuiltDesign", "EMPTY_PROGRAM", "PEERS", "PRESETS_TO_BUILD", "STAGES", "TuneError", "TuneResult",
+__all__ = ["BuiltDesign", "EMPTY_PROGRAM", "GENERAL_PURPOSE", "PEERS", "nearest_to_beating_peers", "nearest_to_dominating", "PRESETS_TO_BUILD", "STAGES", "TuneError", "TuneResult",
            "TuneSettings", "agreement", "pick_candidates", "pick_finalists", "tune", "tune_report",
            "write_tune_report"]

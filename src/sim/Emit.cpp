@@ -98,6 +98,53 @@ std::string pageSegregatedConfig(const std::string& name, const PageSegregatedSp
          "};\n";
 }
 
+// What emitting a design's allocators gathers: the configurations and type aliases, and
+// which headers they need.
+struct Emitted {
+  std::string configs;
+  bool freeLists = false, buddy = false, kingsley = false, lea = false, adaptiveLea = false, pageSegregated = false;
+
+  // Allocator `name`'s configuration and alias into configs; returns its template and
+  // Config arguments (", Config" or nothing) for a SizeRange or ShortLivedArea. A
+  // thread-aware design (threadAware) gives each thread of a trace its heap, as the
+  // simulator runs it (DmmHeap): the replayer names the thread whose calls follow.
+  std::string allocator(const std::string& name, const AllocatorSpec& a, const std::string& comment,
+                        bool threadAware = false) {
+    if (a.mechanism == Mechanism::Kingsley) {
+      kingsley = true;
+      configs += comment + "//   heapkit::KingsleyHeap<Top>\n\n";
+      return "heapkit::KingsleyHeap";
+    }
+    if (a.mechanism == Mechanism::Lea) {
+      lea = true;
+      configs += comment + "//   heapkit::LeaHeap<Top>\n\n";
+      return "heapkit::LeaHeap";
+    }
+    if (a.mechanism == Mechanism::AdaptiveLea) {
+      adaptiveLea = true;
+      configs += comment + "//   heapkit::AdaptiveLeaHeap<Top>\n\n";
+      return "heapkit::AdaptiveLeaHeap";
+    }
+    if (a.mechanism == Mechanism::PageSegregated) {
+      pageSegregated = true;
+      std::string heap = threadAware ? "heapkit::ScalableHeap<Top, " + name + "Classes, " + name +
+                                           "Config, heapkit::SelectedThreadHeaps>"
+                                     : "heapkit::ScalableCoreHeap<" + name + "Classes, Top>";
+      configs += comment + pageSegregatedConfig(name, a.pageSegregated) + "template <class Top>\nusing " + name + " = " +
+                 heap + ";\n\n";
+    } else if (isBuddy(a.mechanism)) {
+      buddy = true;
+      configs += comment + buddyConfig(name + "Config", a.buddy) + "template <class Top>\nusing " + name +
+                 " = heapkit::BuddyHeap<" + name + "Config, Top>;\n\n";
+    } else {
+      freeLists = true;
+      configs += comment + freeListConfig(name + "Config", a.freeLists) + "template <class Top>\nusing " + name +
+                 " = heapkit::SegregatedFitHeap<" + name + "Config, Top>;\n\n";
+    }
+    return name + ", " + name + "Config";
+  }
+};
+
 }  // namespace
 
 bool isThreadAware(const DmmSpec& dmm) { return threadAware(dmm); }
@@ -105,50 +152,35 @@ bool isThreadAware(const DmmSpec& dmm) { return threadAware(dmm); }
 std::string emitHeader(const ParsedSpec& spec, const std::string& ns, const std::string& source) {
   if (!isIdentifier(ns)) throw SpecError("'" + ns + "' is not a C++ identifier to name the design's namespace");
   const DmmSpec& dmm = spec.dmm;
-  std::string configs, ranges, includes = "#include <cstddef>\n#include <cstdint>\n\n#include <heapkit/dmm/StaticDmmHeap.h>\n";
-  bool freeLists = false, buddy = false, kingsley = false, lea = false, adaptiveLea = false, pageSegregated = false;
+  std::string ranges, includes = "#include <cstddef>\n#include <cstdint>\n\n#include <heapkit/dmm/StaticDmmHeap.h>\n";
+  Emitted emitted;
   for (std::size_t i = 0; i < dmm.count; ++i) {
     const AllocatorSpec& a = dmm.allocators[i];
     std::string index = std::to_string(i);
-    std::string range = "    heapkit::SizeRange<" + std::to_string(a.minExclusive) + ", " + bytes(a.maxInclusive) + ", ";
     std::string comment = "// allocator " + index + ": " + kMechanismNames[std::size_t(a.mechanism)] + ", requests in (" +
                           std::to_string(a.minExclusive) + ", " +
                           (a.maxInclusive == SIZE_MAX ? std::string("no bound") : std::to_string(a.maxInclusive)) + "]\n";
-    if (a.mechanism == Mechanism::Kingsley) {
-      kingsley = true;
-      ranges += range + "heapkit::KingsleyHeap>";
-      configs += comment + "//   heapkit::KingsleyHeap<Top>\n\n";
-    } else if (a.mechanism == Mechanism::Lea) {
-      lea = true;
-      ranges += range + "heapkit::LeaHeap>";
-      configs += comment + "//   heapkit::LeaHeap<Top>\n\n";
-    } else if (a.mechanism == Mechanism::AdaptiveLea) {
-      adaptiveLea = true;
-      ranges += range + "heapkit::AdaptiveLeaHeap>";
-      configs += comment + "//   heapkit::AdaptiveLeaHeap<Top>\n\n";
-    } else if (a.mechanism == Mechanism::PageSegregated) {
-      pageSegregated = true;
-      // The design libheapkit.so's form takes gives each thread of a trace its heap, as the
-      // simulator runs it (DmmHeap): the replayer names the thread whose calls follow.
-      std::string heap = threadAware(dmm) ? "heapkit::ScalableHeap<Top, Allocator" + index + "Classes, Allocator" + index +
-                                                "Config, heapkit::SelectedThreadHeaps>"
-                                          : "heapkit::ScalableCoreHeap<Allocator" + index + "Classes, Top>";
-      configs += comment + pageSegregatedConfig("Allocator" + index, a.pageSegregated) + "template <class Top>\nusing Allocator" +
-                 index + " = " + heap + ";\n\n";
-      ranges += range + "Allocator" + index + ", Allocator" + index + "Config>";
-    } else if (isBuddy(a.mechanism)) {
-      buddy = true;
-      configs += comment + buddyConfig("Allocator" + index + "Config", a.buddy) + "template <class Top>\nusing Allocator" +
-                 index + " = heapkit::BuddyHeap<Allocator" + index + "Config, Top>;\n\n";
-      ranges += range + "Allocator" + index + ", Allocator" + index + "Config>";
-    } else {
-      freeLists = true;
-      configs += comment + freeListConfig("Allocator" + index + "Config", a.freeLists) + "template <class Top>\nusing Allocator" +
-                 index + " = heapkit::SegregatedFitHeap<Allocator" + index + "Config, Top>;\n\n";
-      ranges += range + "Allocator" + index + ", Allocator" + index + "Config>";
-    }
+    ranges += "    heapkit::SizeRange<" + std::to_string(a.minExclusive) + ", " + bytes(a.maxInclusive) + ", " +
+              emitted.allocator("Allocator" + index, a, comment, threadAware(dmm)) + ">";
     ranges += i + 1 < dmm.count ? ",\n" : "";
   }
+  if (dmm.hasShortLived) {
+    const ShortLivedSizes& sizes = dmm.shortLived.sizes;
+    std::string list;
+    for (std::size_t i = 0; i < sizes.rangeCount(); ++i)
+      list += (i == 0 ? "{" : ", {") + std::to_string(sizes.range(i).first) + ", " + std::to_string(sizes.range(i).second) + "}";
+    std::string comment = "// the short-lived area (placement by lifetime): " +
+                          std::string(kMechanismNames[std::size_t(dmm.shortLived.allocator.mechanism)]) +
+                          ", requests of the sizes below, whatever range holds them\n"
+                          "struct ShortLivedSizes {\n"
+                          "  static constexpr heapkit::ShortLivedSizes sizes = heapkit::ShortLivedSizes::of({" + list + "});\n"
+                          "};\n";
+    ranges += ",\n    heapkit::ShortLivedArea<ShortLivedSizes, " +
+              emitted.allocator("ShortLived", dmm.shortLived.allocator, comment) + ">";
+  }
+  const std::string& configs = emitted.configs;
+  bool freeLists = emitted.freeLists, buddy = emitted.buddy, kingsley = emitted.kingsley, lea = emitted.lea,
+       adaptiveLea = emitted.adaptiveLea, pageSegregated = emitted.pageSegregated;
   if (freeLists) includes += "#include <heapkit/general/SegregatedFitHeap.h>\n";
   if (buddy) includes += "#include <heapkit/general/BuddyHeap.h>\n";
   if (kingsley) includes += "#include <heapkit/general/KingsleyHeap.h>\n";

@@ -151,7 +151,8 @@ SimulationResult Simulation::result() const {
                               static_cast<double>(r.counts.steps) * energy.stepNanojoules;
   r.staticEnergyNanojoules = static_cast<double>(footprint.heldByteOperations) / 1024.0 * energy.staticNanowattsPerKib *
                              energy.nanosecondsPerOperation * 1e-9;
-  for (std::size_t i = 0; i <= heap.count(); ++i) {
+  // The allocators, the OS fallback, then the short-lived area if the design has one.
+  for (std::size_t i = 0; i <= heap.count() + (heap.hasShortLived() ? 1 : 0); ++i) {
     const AllocatorUsage& usage = heap.usage(i);
     r.allocators.push_back({usage.requests, usage.requestedBytes, heap.peakBytesHeldBy(i)});
   }

@@ -74,7 +74,7 @@ struct SimulationResult {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> footprintSamples;
   double dynamicEnergyNanojoules = 0;
   double staticEnergyNanojoules = 0;
-  std::vector<AllocatorFigures> allocators;  // the spec's allocators, then the OS fallback
+  std::vector<AllocatorFigures> allocators;  // the spec's allocators, the OS fallback, the short-lived area (if any)
   double seconds = 0;
   bool abandoned = false;  // stopped for exceeding maxStepsPerEvent: the figures cover part of the trace
 };

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "Json.h"
+#include "heapkit/dmm/ShortLivedSizes.h"
 
 namespace heapkit::sim {
 namespace {
@@ -403,6 +404,49 @@ struct AllocatorReader {
   }
 };
 
+// Placement by lifetime: {"sizes": [[min, max], ...], "allocator": {...}}, the sizes
+// ascending 16-byte ranges up to 64 KiB, the allocator any mechanism without a range.
+// Returns its normalised text.
+std::string readShortLived(const JsonValue& value, DmmSpec& dmm) {
+  const std::string path = "short_lived";
+  expect(value, Kind::Object, path);
+  allowOnly(value, path, {"sizes", "allocator"}, "a short-lived area");
+  const JsonValue* sizes = value.find("sizes");
+  if (sizes == nullptr) fail(path + ".sizes", "missing: the request sizes, as ranges [min, max], that go to the short-lived area");
+  expect(*sizes, Kind::Array, path + ".sizes");
+  if (sizes->items.empty()) fail(path + ".sizes", "at least one range [min, max]");
+  ShortLivedSizes& set = dmm.shortLived.sizes;
+  std::string sizesText = "[";
+  for (std::size_t i = 0; i < sizes->items.size(); ++i) {
+    std::string at = path + ".sizes[" + std::to_string(i) + "]";
+    const JsonValue& range = expect(sizes->items[i], Kind::Array, at);
+    if (range.items.size() != 2) fail(at, "expected [min, max]");
+    std::size_t min = readSize(range.items[0], at + "[0]", 0, ShortLivedSizes::kMaxBytes);
+    std::size_t max = readSize(range.items[1], at + "[1]", 0, ShortLivedSizes::kMaxBytes);
+    if (const char* why = set.refuses(min, max)) fail(at, why);
+    set.add(min, max);
+    sizesText += (i == 0 ? "[" : ",[") + std::to_string(min) + "," + std::to_string(max) + "]";
+  }
+  sizesText += "]";
+  const JsonValue* allocator = value.find("allocator");
+  if (allocator == nullptr) fail(path + ".allocator", "missing: the allocator of the short-lived area");
+  std::string where = path + ".allocator";
+  const JsonValue& object = expect(*allocator, Kind::Object, where);
+  if (object.find("range") != nullptr) fail(where + ".range", "the short-lived area takes its sizes, not a range");
+  AllocatorSpec& spec = dmm.shortLived.allocator;
+  const JsonValue* mechanism = object.find("mechanism");
+  if (mechanism == nullptr) fail(where + ".mechanism", "missing: one of " + choices(kMechanismNames));
+  spec.mechanism = Mechanism(readChoice(*mechanism, where + ".mechanism", kMechanismNames));
+  spec.minExclusive = 0;
+  spec.maxInclusive = ShortLivedSizes::kMaxBytes;  // no request above it reaches the area
+  AllocatorReader reader{object, where, spec, std::string("a ") + kMechanismNames[std::size_t(spec.mechanism)] + " allocator"};
+  reader.read();
+  std::string text = reader.normalized();
+  std::size_t mechanismAt = text.find("\"mechanism\"");
+  dmm.hasShortLived = true;
+  return "{\"sizes\":" + sizesText + ",\"allocator\":{" + text.substr(mechanismAt) + "}";
+}
+
 }  // namespace
 
 ParsedSpec parseSpec(const std::string& jsonText) {
@@ -414,7 +458,7 @@ ParsedSpec parseSpec(const std::string& jsonText) {
   }
   ParsedSpec parsed;
   expect(root, Kind::Object, "spec");
-  allowOnly(root, "spec", {"format", "name", "description", "allocators", "fallback"}, "a DMM spec");
+  allowOnly(root, "spec", {"format", "name", "description", "allocators", "fallback", "short_lived"}, "a DMM spec");
   const JsonValue* format = root.find("format");
   if (format == nullptr) fail("format", std::string("missing: a spec starts with \"format\": \"") + kSpecFormat + "\"");
   if (expect(*format, Kind::String, "format").text != kSpecFormat)
@@ -468,9 +512,12 @@ ParsedSpec parseSpec(const std::string& jsonText) {
       dmm.fallback != DmmSpec::kFallbackToOs)
     fail("fallback", "the last allocator's range has no bound: nothing is left to fall back");
 
+  std::string shortLivedText;
+  if (const JsonValue* shortLived = root.find("short_lived")) shortLivedText = ",\"short_lived\":" + readShortLived(*shortLived, dmm);
+
   // The design only: a name or description does not make another design.
   parsed.normalized = "{\"format\":\"" + std::string(kSpecFormat) + "\",\"allocators\":[" + normalizedAllocators +
-                      "],\"fallback\":" + fallbackText + "}";
+                      "],\"fallback\":" + fallbackText + shortLivedText + "}";
   return parsed;
 }
 

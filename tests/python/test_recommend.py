@@ -102,3 +102,41 @@ def test_random_tables_never_get_a_dominated_recommendation(seed):
         # nor beaten on both medians by anything the race put on the front
         for s in race.front():
             assert not (s.cpu_seconds < chosen.cpu_seconds and s.peak_rss < chosen.peak_rss), (prefer, r.name, s.name)
+
+
+def test_the_program_race_gets_the_design_nearest_to_beating_every_peer():
+    # "near" is dominated by mimalloc on the trace by a hair (0.83 s, 22.5 MiB), so it is
+    # off the trace's front; "balanced" is on it but far from beating the peers on RSS.
+    from heapkit.tune import nearest_to_beating_peers, pick_finalists
+
+    race = table(dict(PEERS, near=("design", 0.83, 22.5), balanced=("design", 0.70, 40.0),
+                      slow=("design", 1.50, 19.0)))
+    assert race.dominates("mimalloc", "near")
+    assert nearest_to_beating_peers(race, ["near", "balanced", "slow"]) == "near"  # max(0.83/0.80, 22.5/20.0)
+    assert nearest_to_beating_peers(race, []) is None
+    finalists = pick_finalists(race, 1, "balanced", ["near", "balanced", "slow"])
+    assert "near" in finalists and len(finalists) == 2
+
+
+def test_tune_builds_the_design_nearest_to_beating_its_fast_and_dense_presets(tmp_path):
+    # Simulated fronts by hand: HKS fast and big, ALEA small and slow; "mix" is within 2% of
+    # both, and no other searched design comes near; a huge region is the fastest of all.
+    from pathlib import Path
+
+    from heapkit.designs import Front, FrontDesign, PresetFigures
+    from heapkit.tune import nearest_to_dominating, pick_candidates
+
+    def design(name, ns, mib):
+        metrics = {"predicted_ns": ns, "work": ns, "peak_footprint": mib * 2**20}
+        return FrontDesign(name, Path(f"{name}.json"), name, {"time": ns, "footprint": mib}, metrics)
+
+    designs = [design("ALEA", 130, 20.0), design("HKS", 100, 25.0), design("mix", 101, 20.3),
+               design("fast-big", 60, 30.0), design("region", 20, 160.0), design("small", 200, 19.0),
+               design("mid", 120, 21.0)]
+    presets = {d.name: PresetFigures(d.objectives, d.metrics) for d in designs if d.name in ("ALEA", "HKS")}
+    front = Front(["time", "footprint"], designs, presets=presets)
+    assert nearest_to_dominating(front).name == "mix"
+    picked = [d.name for d in pick_candidates(front, 5)]
+    assert "mix" in picked[:2] and "small" in picked and "region" in picked
+    assert len(picked) == 5 and len(set(picked)) == 5
+    assert nearest_to_dominating(Front(["time"], designs)) is None  # no presets to measure against

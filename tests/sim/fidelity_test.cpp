@@ -179,7 +179,27 @@ std::string randomAllocator(std::mt19937_64& rng, std::size_t low, const std::st
   return out + "}";
 }
 
-std::string randomSpec(std::mt19937_64& rng) {
+// Placement by lifetime: 1 to 6 ascending ranges of 16-byte bounds up to 64 KiB, and a
+// random allocator (its range removed) for the short-lived area.
+std::string randomShortLived(std::mt19937_64& rng) {
+  std::string out = ", \"short_lived\": {\"sizes\": [";
+  std::size_t low = (rng() % 8) * 16;
+  for (std::size_t i = 0, n = 1 + rng() % 6; i < n && low < 65536; ++i) {
+    std::size_t high = std::min<std::size_t>(65536, low + 16 * (1 + rng() % (i < 3 ? 16 : 512)));
+    out += i == 0 ? "[" : ", [";
+    out += std::to_string(low);
+    out += ", ";
+    out += std::to_string(high);
+    out += "]";
+    low = high + 16 * (rng() % 64);
+  }
+  std::string allocator = randomAllocator(rng, 0, "65536");
+  out += "], \"allocator\": {";
+  out += allocator.substr(allocator.find("\"mechanism\""));
+  return out + "}";
+}
+
+std::string randomSpec(std::mt19937_64& rng, bool shortLived = false) {
   std::size_t allocators = 1 + rng() % 3;
   std::string out = "{\"format\": \"heapkit-dmm/1\", \"allocators\": [";
   std::size_t low = 0;
@@ -190,7 +210,7 @@ std::string randomSpec(std::mt19937_64& rng) {
     out += (i == 0 ? "" : ", ") + randomAllocator(rng, low, highText);
     low = high;
   }
-  return out + "], \"fallback\": \"os\"}";
+  return out + "], \"fallback\": \"os\"" + (shortLived ? randomShortLived(rng) : std::string()) + "}";
 }
 
 TEST(Fidelity, HundredsOfRandomValidSpecsPredictTheRealAllocatorToTheByte) {
@@ -212,6 +232,36 @@ TEST(Fidelity, HundredsOfRandomValidSpecsPredictTheRealAllocatorToTheByte) {
     ++valid;
   }
   EXPECT_EQ(valid, wanted) << "the generator found too few valid specs";
+}
+
+// Placement by lifetime: random designs with a random short-lived area (any mechanism,
+// random sizes) predict the real allocator to the byte, and the area serves requests.
+TEST(Fidelity, RandomSpecsWithAShortLivedAreaPredictTheRealAllocatorToTheByte) {
+  std::mt19937_64 rng(2028);
+  std::size_t valid = 0, tried = 0, served = 0;
+  const auto wanted = static_cast<std::size_t>(120 * testScale());
+  while (valid < wanted && tried < 20000) {
+    ++tried;
+    std::string text = randomSpec(rng, true);
+    ParsedSpec spec;
+    try {
+      spec = parseSpec(text);
+    } catch (const SpecError&) {
+      continue;
+    }
+    ASSERT_TRUE(spec.dmm.hasShortLived) << text;
+    const std::string& path = traces().paths()[valid % traces().paths().size()];
+    expectFaithful(spec, text, path);
+    if (HasFailure()) return;
+    SimulationOptions options;
+    options.reserveBytes = std::size_t{16} << 30;
+    SimulationResult r = simulate(spec, path, options);
+    EXPECT_EQ(r.allocators.size(), spec.dmm.count + 2) << "the short-lived area's figures follow the fallback's";
+    served += r.allocators.back().requests > 0;
+    ++valid;
+  }
+  EXPECT_EQ(valid, wanted) << "the generator found too few valid specs";
+  EXPECT_GT(served, wanted / 2) << "the short-lived areas served too few requests";
 }
 
 // One page_segregated allocator over every size (the form `heapkit build` ships as the

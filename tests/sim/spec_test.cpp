@@ -92,11 +92,64 @@ TEST(Spec, EveryBadSpecIsOneErrorNamingTheField) {
       {specWith(R"({"range": [0, null], "mechanism": "adaptive_lea", "classes": 3})"),
        "allocators[0].classes: not a field of a adaptive_lea allocator"},
   };
+  const std::string lea = R"({"range": [0, null], "mechanism": "lea"})";
+  const Case shortLived[] = {
+      {specWith(lea, R"(, "short_lived": {"allocator": {"mechanism": "lea"}})"), "short_lived.sizes: missing"},
+      {specWith(lea, R"(, "short_lived": {"sizes": [], "allocator": {"mechanism": "lea"}})"),
+       "short_lived.sizes: at least one range"},
+      {specWith(lea, R"(, "short_lived": {"sizes": [[0, 40]], "allocator": {"mechanism": "lea"}})"),
+       "short_lived.sizes[0]: range bounds are multiples of 16"},
+      {specWith(lea, R"(, "short_lived": {"sizes": [[0, 64], [32, 96]], "allocator": {"mechanism": "lea"}})"),
+       "short_lived.sizes[1]: ranges ascend without overlapping"},
+      {specWith(lea, R"(, "short_lived": {"sizes": [[0, 131072]], "allocator": {"mechanism": "lea"}})"),
+       "short_lived.sizes[0][1]: 131072 is outside 0..65536"},
+      {specWith(lea, R"(, "short_lived": {"sizes": [[64, 64]], "allocator": {"mechanism": "lea"}})"),
+       "short_lived.sizes[0]: max must be above min"},
+      {specWith(lea, R"(, "short_lived": {"sizes": [[0, 64]]})"), "short_lived.allocator: missing"},
+      {specWith(lea, R"(, "short_lived": {"sizes": [[0, 64]], "allocator": {"range": [0, 64], "mechanism": "lea"}})"),
+       "short_lived.allocator.range: the short-lived area takes its sizes, not a range"},
+      {specWith(lea, R"(, "short_lived": {"sizes": [[0, 64]], "allocator": {"mechanism": "kingsley", "split": true}})"),
+       "short_lived.allocator.split: not a field of a kingsley allocator"},
+      {specWith(lea, R"(, "short_lived": {"sizes": [[0, 64]], "allocator": {"mechanism": "lea"}, "age": 3})"),
+       "short_lived.age: not a field of a short-lived area"},
+  };
+  for (const Case& c : shortLived) {
+    std::string error = errorOf(c.text);
+    EXPECT_NE(error.find(c.error), std::string::npos) << "spec: " << c.text << "\n error: " << error
+                                                      << "\n wanted: " << c.error;
+  }
   for (const Case& c : cases) {
     std::string error = errorOf(c.text);
     EXPECT_NE(error.find(c.error), std::string::npos) << "spec: " << c.text << "\n error: " << error
                                                       << "\n wanted: " << c.error;
   }
+}
+
+// Placement by lifetime: the short-lived area's sizes and allocator (its defaults spelled
+// out, no range) follow the fallback in the normal form, and requests of those sizes go to
+// the area whatever range holds them; others, and sizes between its ranges, do not.
+TEST(Spec, AShortLivedAreaIsNormalisedAndServesItsSizes) {
+  ParsedSpec spec = parseSpec(specWith(R"({"range": [0, null], "mechanism": "lea"})",
+                                       R"(, "short_lived": {"sizes": [[0, 64], [128, 256]],
+                                            "allocator": {"mechanism": "segregated_lists", "classes": 4}})"));
+  EXPECT_EQ(spec.normalized, R"({"format":"heapkit-dmm/1","allocators":[{"range":[0,null],"mechanism":"lea"}],)"
+                             R"("fallback":"os","short_lived":{"sizes":[[0,64],[128,256]],"allocator":{)"
+                             R"("mechanism":"segregated_lists","classes":4,"header":"boundary_tags",)"
+                             R"("list":{"structure":"doubly_linked","fit":"first","order":"lifo"},"split":true,)"
+                             R"("coalesce":"immediate","trim":false,"chunk":{"bytes":65536,"max_bytes":65536,"growth":1}}}})");
+  EXPECT_EQ(parseSpec(spec.normalized).normalized, spec.normalized);
+  const ShortLivedSizes& sizes = spec.dmm.shortLived.sizes;
+  for (std::size_t size : {1, 16, 64, 129, 200, 256}) EXPECT_TRUE(sizes.contains(size)) << size;
+  for (std::size_t size : {0, 65, 100, 128, 257, 65536, 1 << 20}) EXPECT_FALSE(sizes.contains(size)) << size;
+  ANSIWrapper<DmmHeap<CountedMemory>> heap(spec.dmm, std::size_t{1} << 30);
+  void* young = heap.malloc(200);
+  void* old = heap.malloc(100);
+  EXPECT_EQ(heap.arena().ownerOf(young), 3) << "allocator count + 2: the short-lived area";
+  EXPECT_EQ(heap.arena().ownerOf(old), 1);
+  EXPECT_EQ(heap.usage(2).requests, 1u);
+  EXPECT_EQ(heap.usage(0).requests, 1u);
+  heap.free(young);
+  heap.free(old);
 }
 
 TEST(Spec, NormalisationGivesOneTextPerDesign) {

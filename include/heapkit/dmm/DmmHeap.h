@@ -12,6 +12,7 @@
 //     form, ScalableHeap<ArenaHeap, SizeClassTable, ScalableCoreConfig, SelectedThreadHeaps>:
 //     a heap per thread of the trace, which selectThread() names
 //   the OS fallback: ArenaHeap itself (pages of their own, as mmap)
+//   the short-lived area (placement by lifetime, dmm/ShortLivedSizes.h): any of the above
 //
 // A request goes to the first allocator whose range holds its size; a free goes to the
 // allocator whose arena extent holds the pointer (the arena's owner tags): the routing
@@ -66,35 +67,23 @@ class SpecAllocators {
   static constexpr std::size_t kMaxCount = DmmSpec::kMaxAllocators;
   static_assert(DmmSpec::kFallbackToOs == kFallbackToOs);
 
-  SpecAllocators(ReservedArena<Memory>& arena, const DmmSpec& spec) : count_(spec.count), fallback_(spec.fallback) {
+  SpecAllocators(ReservedArena<Memory>& arena, const DmmSpec& spec)
+      : count_(spec.count), fallback_(spec.fallback), hasShortLived_(spec.hasShortLived) {
     for (std::size_t i = 0; i < count_; ++i) {
-      const AllocatorSpec& allocator = spec.allocators[i];
-      maxInclusive_[i] = allocator.maxInclusive;
-      auto owner = static_cast<std::uint8_t>(i + 1);
-      switch (allocator.mechanism) {
-        case Mechanism::Kingsley: allocators_[i].template emplace<KingsleyAllocator>(arena, owner); break;
-        case Mechanism::Lea: allocators_[i].template emplace<LeaAllocator>(arena, owner); break;
-        case Mechanism::AdaptiveLea: allocators_[i].template emplace<AdaptiveLeaAllocator>(arena, owner); break;
-        case Mechanism::PageSegregated:
-          if (threadAware(spec))
-            allocators_[i].template emplace<ThreadAwareAllocator>(allocator.pageSegregated.coreConfig(), arena, owner);
-          else
-            allocators_[i].template emplace<PageSegregatedAllocator>(allocator.pageSegregated.coreConfig(), arena, owner);
-          break;
-        case Mechanism::BinaryBuddy:
-        case Mechanism::FibonacciBuddy:
-        case Mechanism::WeightedBuddy:
-        case Mechanism::DoubleBuddy:
-          allocators_[i].template emplace<BuddyAllocator>(allocator.buddy, arena, owner);
-          break;
-        default: allocators_[i].template emplace<FreeListAllocator>(allocator.freeLists, arena, owner); break;
-      }
+      maxInclusive_[i] = spec.allocators[i].maxInclusive;
+      build(allocators_[i], spec.allocators[i], arena, static_cast<std::uint8_t>(i + 1), threadAware(spec));
+    }
+    if (hasShortLived_) {
+      shortLived_ = spec.shortLived.sizes;
+      build(allocators_[kShortLivedSlot], spec.shortLived.allocator, arena, static_cast<std::uint8_t>(count_ + 2), false);
     }
   }
 
   std::size_t count() const { return count_; }
   std::size_t maxInclusive(std::size_t i) const { return maxInclusive_[i]; }
   int fallback() const { return fallback_; }
+  bool hasShortLived() const { return hasShortLived_; }
+  bool isShortLived(std::size_t size) const { return shortLived_.contains(size); }
 
   // f(allocator i); an empty slot (never routed to) gives f's result type's default.
   template <class F>
@@ -108,19 +97,48 @@ class SpecAllocators {
             return f(heap);
           }
         },
-        allocators_[i]);
+        allocators_[i == count_ + 1 ? kShortLivedSlot : i]);
   }
 
   // The allocators give their chunks back to the arena before it unmaps.
   void release() {
     for (std::size_t i = 0; i < count_; ++i) allocators_[i].template emplace<std::monostate>();
+    allocators_[kShortLivedSlot].template emplace<std::monostate>();
   }
 
  private:
+  static constexpr std::size_t kShortLivedSlot = kMaxCount;
+
+  // threadAware: the design is one page_segregated allocator over every size, simulated as
+  // a heap per trace thread (DmmSpec.h's threadAware).
+  static void build(Allocator& slot, const AllocatorSpec& allocator, ReservedArena<Memory>& arena, std::uint8_t owner,
+                    bool threadAware) {
+    switch (allocator.mechanism) {
+      case Mechanism::Kingsley: slot.template emplace<KingsleyAllocator>(arena, owner); break;
+      case Mechanism::Lea: slot.template emplace<LeaAllocator>(arena, owner); break;
+      case Mechanism::AdaptiveLea: slot.template emplace<AdaptiveLeaAllocator>(arena, owner); break;
+      case Mechanism::PageSegregated:
+        if (threadAware)
+          slot.template emplace<ThreadAwareAllocator>(allocator.pageSegregated.coreConfig(), arena, owner);
+        else
+          slot.template emplace<PageSegregatedAllocator>(allocator.pageSegregated.coreConfig(), arena, owner);
+        break;
+      case Mechanism::BinaryBuddy:
+      case Mechanism::FibonacciBuddy:
+      case Mechanism::WeightedBuddy:
+      case Mechanism::DoubleBuddy:
+        slot.template emplace<BuddyAllocator>(allocator.buddy, arena, owner);
+        break;
+      default: slot.template emplace<FreeListAllocator>(allocator.freeLists, arena, owner); break;
+    }
+  }
+
   std::size_t count_;
   int fallback_;
+  bool hasShortLived_;
+  ShortLivedSizes shortLived_;
   std::size_t maxInclusive_[kMaxCount] = {};
-  Allocator allocators_[kMaxCount];
+  Allocator allocators_[kMaxCount + 1];  // the last: the short-lived area
 };
 }  // namespace dmm
 

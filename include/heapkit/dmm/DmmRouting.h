@@ -3,6 +3,8 @@
 // `heapkit emit` writes). It owns the shared arena and the OS fallback; a request goes to
 // the first allocator whose range holds its size (one step per range compared), a free to
 // the allocator whose arena extent holds the pointer (the owner's byte read, one step).
+// A design that places by lifetime looks its short-lived set up first (one step): a size
+// in it goes to the short-lived area, whatever range holds it.
 //
 // The Allocators policy holds the design's allocators, built over the arena:
 //   Allocators(Arena&, args...)        builds allocator i as owner i + 1
@@ -11,7 +13,12 @@
 //   std::size_t maxInclusive(i)        the largest request allocator i serves
 //   int fallback()                     where requests above every range go: an index, or
 //                                      kFallbackToOs
-//   visit(i, f)                        f(allocator i), returning what f returns
+//   bool hasShortLived()               the design places short-lived sizes apart
+//                                      (dmm/ShortLivedSizes.h): allocator count() + 1,
+//                                      owner count() + 2, is their area
+//   bool isShortLived(size)            a request of this size goes there
+//   visit(i, f)                        f(allocator i), returning what f returns (i up to
+//                                      count() + 1 when there is a short-lived area)
 //   release()                          every allocator gives its memory back (before the
 //                                      arena unmaps)
 #pragma once
@@ -151,7 +158,8 @@ class DmmRouting {
   // Bytes held less the pages purged: the footprint (equal to bytes held unless a layer purges).
   std::size_t residentBytes() const { return arena_.residentBytes(); }
   std::size_t peakResidentBytes() const { return arena_.peakResidentBytes(); }
-  // What allocator i holds now and at its own peak (i == count(): the OS fallback).
+  // What allocator i holds now and at its own peak (i == count(): the OS fallback;
+  // count() + 1: the short-lived area, when hasShortLived()).
   std::size_t bytesHeldBy(std::size_t i) {
     if (i == count()) return fallbackHeap_.bytesHeld();
     return allocators_.visit(i, [](auto& heap) -> std::size_t { return heap.bytesHeld(); });
@@ -161,9 +169,10 @@ class DmmRouting {
     return allocators_.visit(i, [](auto& heap) -> std::size_t { return heap.peakBytesHeld(); });
   }
   // Requests each allocator served (counted over counting memory); index count() is the
-  // OS fallback.
+  // OS fallback, count() + 1 the short-lived area.
   const AllocatorUsage& usage(std::size_t i) const { return usage_[i]; }
   std::size_t count() const { return allocators_.count(); }
+  bool hasShortLived() const { return allocators_.hasShortLived(); }
   const Arena& arena() const { return arena_; }
 
   WorkCounts& workCounts()
@@ -174,6 +183,10 @@ class DmmRouting {
 
  private:
   std::size_t allocatorFor(std::size_t size) {
+    if (allocators_.hasShortLived()) {
+      countStep(*this);  // the short-lived set looked up
+      if (allocators_.isShortLived(size)) return allocators_.count() + 1;
+    }
     for (std::size_t i = 0; i < allocators_.count(); ++i) {
       countStep(*this);  // a range compared
       if (size <= allocators_.maxInclusive(i)) return i;
@@ -185,7 +198,7 @@ class DmmRouting {
   Arena arena_;
   Top fallbackHeap_;
   Allocators allocators_;
-  AllocatorUsage usage_[Allocators::kMaxCount + 1] = {};
+  AllocatorUsage usage_[Allocators::kMaxCount + 2] = {};
 };
 
 }  // namespace heapkit

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 
+#include "heapkit/dmm/ShortLivedSizes.h"
 #include "heapkit/general/BuddyHeap.h"
 #include "heapkit/general/ScalableCoreHeap.h"
 #include "heapkit/general/SegregatedFitHeap.h"
@@ -81,6 +82,13 @@ struct AllocatorSpec {
   PageSegregatedSpec pageSegregated;      // page_segregated
 };
 
+// Placement by lifetime (ShortLivedSizes.h): requests of these sizes go to an allocator
+// of their own, whatever range they fall in. Its range fields are unused.
+struct ShortLivedSpec {
+  ShortLivedSizes sizes;
+  AllocatorSpec allocator;
+};
+
 struct DmmSpec {
   static constexpr std::size_t kMaxAllocators = 16;
   static constexpr int kFallbackToOs = -1;
@@ -90,13 +98,17 @@ struct DmmSpec {
   // Requests above the last range: kFallbackToOs (pages of their own from the arena, as
   // mmap gives) or the index of the allocator that takes them.
   int fallback = kFallbackToOs;
+  // The short-lived area, when the design has one (hasShortLived): allocator count + 1 of
+  // the routing (count is the OS fallback).
+  bool hasShortLived = false;
+  ShortLivedSpec shortLived;
 };
 
-// One page_segregated allocator over every size: the design libheapkit.so's form takes, a
+// One page_segregated allocator over every size (and no short-lived area): the design libheapkit.so's form takes, a
 // heap per thread (threads/ScalableHeap.h). `heapkit build` ships it so, and the simulator
 // and the replayer give each thread of a trace its heap (DmmHeap, StaticDmmHeap).
 inline bool threadAware(const DmmSpec& dmm) {
-  return dmm.count == 1 && dmm.allocators[0].mechanism == Mechanism::PageSegregated &&
+  return dmm.count == 1 && !dmm.hasShortLived && dmm.allocators[0].mechanism == Mechanism::PageSegregated &&
          dmm.allocators[0].minExclusive == 0 && dmm.allocators[0].maxInclusive == SIZE_MAX;
 }
 

@@ -4,6 +4,9 @@
 
 #include <pthread.h>
 #include <sched.h>
+#if __has_include(<sys/single_threaded.h>)
+#include <sys/single_threaded.h>
+#endif
 
 #include <atomic>
 
@@ -57,6 +60,41 @@ class PthreadMutexLock {
 };
 using MutexLock = PthreadMutexLock<false>;
 using AdaptiveMutexLock = PthreadMutexLock<true>;
+
+// Whether the process has only ever had one thread: glibc's __libc_single_threaded (2.32
+// and later), which the thread creating the second thread clears before that thread runs.
+// Without it (another C library), false: always lock.
+inline bool processIsSingleThreaded() {
+#if __has_include(<sys/single_threaded.h>)
+  return __libc_single_threaded != 0;
+#else
+  return false;
+#endif
+}
+
+// Lock L, taken only once the process has more than one thread, as glibc's malloc does:
+// a single-threaded program (most of them) pays no atomic exchange per malloc and free. A
+// lock() skipped and its unlock() agree, because only the process's sole thread can
+// change the answer (by creating a thread, or joining the last other one), and it does
+// neither between the two: the sections are the allocator's own code. So `heapkit build`
+// ships a design that is not thread-aware: LockedHeap<UnlessSingleThreaded<SpinLock>, ...>.
+template <class L>
+class UnlessSingleThreaded {
+ public:
+  void lock() {
+    if (!processIsSingleThreaded()) lock_.lock();
+  }
+  bool try_lock() { return processIsSingleThreaded() || lock_.try_lock(); }
+  void unlock() {
+    if (!processIsSingleThreaded()) lock_.unlock();
+  }
+  void reset() { lock_.reset(); }
+  // The lock itself, for tests.
+  L& inner() { return lock_; }
+
+ private:
+  L lock_;
+};
 
 template <class L>
 class LockGuard {
