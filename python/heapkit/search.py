@@ -25,6 +25,7 @@ ends it early with the best designs so far::
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -135,6 +136,13 @@ class EvaluationCache:
         self._db.close()
 
 
+@functools.lru_cache(maxsize=1)
+def simulator_identity() -> str:
+    """A digest of the simulator's compiled code: cached figures are valid for this build only
+    (a rebuilt simulator may count differently, and a stale figure would be a wrong prediction)."""
+    return hashlib.sha256(Path(simulator._core.__file__).read_bytes()).hexdigest()[:12]
+
+
 def default_cache_path() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "heapkit" / "evaluations.sqlite"
@@ -149,10 +157,12 @@ class Evaluator:
         self.energy = dict(simulator.DEFAULT_ENERGY, **(energy or {}))
         self.threads = threads or os.cpu_count() or 1
         self.reserve_bytes = reserve_bytes
-        # The cached figures depend on the energy and the time model (predicted_ns).
+        # The cached figures depend on the simulator's build, the energy and the time model
+        # (predicted_ns).
         self.time_model = timemodel.load()
         models = json.dumps([self.energy, self.time_model.to_dict()["coefficients_ns"]], sort_keys=True)
-        self.prefix = trace_digest(trace) + ":" + hashlib.sha256(models.encode()).hexdigest()[:8]
+        self.prefix = (trace_digest(trace) + ":" + simulator_identity() + ":" +
+                       hashlib.sha256(models.encode()).hexdigest()[:8])
         self.evaluations = 0
         self.cache_hits = 0
         # How designs are simulated: locally on threads, or (heapkit.cluster) on a Ray cluster.

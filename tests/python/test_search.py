@@ -421,3 +421,20 @@ int main(void) {
     assert result.heap_per_thread
     assert result.front and all(hb.thread_aware(d.spec) for d in result.front)
     assert {"KNG", "LEA", "HKS"} <= set(result.presets)
+
+
+def test_cached_figures_are_not_reused_by_another_simulator_build(churn_trace, tmp_path, monkeypatch):
+    # A figure cached by an older build of the simulator would be a wrong prediction (tune
+    # compares it with the built heap to the byte): the cache key names the build.
+    cache = hs.EvaluationCache(tmp_path / "cache.sqlite")
+    spec = heapkit.preset("KNG")
+    first = hs.Evaluator(churn_trace, cache, threads=1)
+    first.evaluate([spec])
+    again = hs.Evaluator(churn_trace, cache, threads=1)
+    again.evaluate([spec])
+    assert (first.evaluations, again.evaluations, again.cache_hits) == (1, 0, 1)
+    monkeypatch.setattr(hs, "simulator_identity", lambda: "another-build")
+    rebuilt = hs.Evaluator(churn_trace, cache, threads=1)
+    rebuilt.evaluate([spec])
+    assert (rebuilt.evaluations, rebuilt.cache_hits) == (1, 0)
+    cache.close()
