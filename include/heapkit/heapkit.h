@@ -72,5 +72,6 @@
 #include "heapkit/threads/ScalableHeap.h"
 #include "heapkit/threads/SelectedThreadHeaps.h"
 #include "heapkit/threads/ThreadHeap.h"
+#include "heapkit/threads/ThreadHeapList.h"
 #include "heapkit/threads/ThreadHeapRegistry.h"
 #include "heapkit/wrapper/ANSIWrapper.h"

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "FillAndCheck.h"
 #include "Simulate.h"
 #include "Spec.h"
 #include "TraceApplier.h"
@@ -42,22 +43,6 @@ namespace {
 namespace fs = std::filesystem;
 
 // ---- the real allocator's side ----------------------------------------------------------
-
-// Every usable byte written with the object's id, and checked when it is freed.
-struct FillAndCheck {
-  std::size_t* corruptions;
-  static std::uint8_t byteOf(std::uint64_t id) { return static_cast<std::uint8_t>(id * 131 + 7); }
-  void written(void* object, std::uint64_t usable, std::uint64_t id) { std::memset(object, byteOf(id), usable); }
-  void freeing(void* object, std::uint64_t usable, std::uint64_t id) {
-    auto* bytes = static_cast<const std::uint8_t*>(object);
-    for (std::uint64_t i = 0; i < usable; ++i) {
-      if (bytes[i] != byteOf(id)) {
-        ++*corruptions;
-        return;
-      }
-    }
-  }
-};
 
 struct RealRun {
   std::size_t peak = 0;  // the footprint: resident bytes

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "FillAndCheck.h"
 #include "RandomPageSegregated.h"
 #include "Simulate.h"
 #include "Spec.h"
@@ -36,22 +37,6 @@ namespace heapkit::sim {
 namespace {
 
 constexpr std::size_t kReserve = std::size_t{16} << 30;
-
-// Every usable byte written with the object's id, checked when it is freed.
-struct FillAndCheck {
-  std::size_t* corruptions;
-  static std::uint8_t byteOf(std::uint64_t id) { return static_cast<std::uint8_t>(id * 131 + 7); }
-  void written(void* object, std::uint64_t usable, std::uint64_t id) { std::memset(object, byteOf(id), usable); }
-  void freeing(void* object, std::uint64_t usable, std::uint64_t id) {
-    auto* bytes = static_cast<const std::uint8_t*>(object);
-    for (std::uint64_t i = 0; i < usable; ++i) {
-      if (bytes[i] != byteOf(id)) {
-        ++*corruptions;
-        return;
-      }
-    }
-  }
-};
 
 std::vector<trace::Event> eventsOf(const std::string& path) {
   trace::MappedFile file(path);

@@ -19,6 +19,7 @@
 #include "heapkit/threads/PHOThreadHeap.h"
 #include "heapkit/threads/ScalableHeap.h"
 #include "heapkit/threads/ThreadHeap.h"
+#include "heapkit/threads/ThreadHeapList.h"
 #include "heapkit/objectrep/SizeHeap.h"
 #include "heapkit/top/MallocHeap.h"
 #include "support/AuditedTop.h"
@@ -227,6 +228,44 @@ TEST(ThreadHeapRegistry, FreeTokensAreDistinctAndNotSmallIntegers) {
   EXPECT_EQ(Registry::kNoFreeToken & 1, 0u) << "a heap's token could equal it";
   std::sort(tokens.begin(), tokens.end());
   EXPECT_EQ(std::adjacent_find(tokens.begin(), tokens.end()), tokens.end()) << "a token was reused";
+}
+
+TEST(ThreadHeapList, ReleasedHeapsAreHandedOnBeforeNewOnesAreMade) {
+  struct Heap {
+    int made;
+    Heap* nextFree = nullptr;
+    Heap* nextAll = nullptr;
+  };
+  std::vector<Heap*> madeHeaps;
+  auto create = [&]() -> Heap* {
+    madeHeaps.push_back(new Heap{static_cast<int>(madeHeaps.size())});
+    return madeHeaps.back();
+  };
+  ThreadHeapList<Heap, NoLock> heaps;
+  Heap* a = heaps.acquire(create);
+  Heap* b = heaps.acquire(create);
+  ASSERT_NE(a, b);
+  heaps.release(a);
+  EXPECT_EQ(heaps.acquire(create), a) << "a released heap before a new one";
+  EXPECT_EQ(madeHeaps.size(), 2u);
+  heaps.release(b);
+  heaps.release(a);
+  EXPECT_EQ(heaps.acquire(create), a) << "the last released first";
+  EXPECT_EQ(heaps.acquire(create), b);
+  Heap* c = heaps.acquire(create);
+  EXPECT_EQ(madeHeaps.size(), 3u);
+  auto failing = []() -> Heap* { return nullptr; };
+  EXPECT_EQ(heaps.acquire(failing), nullptr) << "none free and none made";
+
+  std::vector<Heap*> visited;
+  heaps.takeAll([&](Heap* heap) { visited.push_back(heap); });
+  std::sort(visited.begin(), visited.end());
+  std::vector<Heap*> expected{a, b, c};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(visited, expected) << "every heap made, once";
+  EXPECT_EQ(heaps.first(), nullptr) << "the owner took them all";
+  heaps.takeAll([&](Heap*) { ADD_FAILURE() << "the list is empty"; });
+  for (Heap* heap : madeHeaps) delete heap;
 }
 
 TEST(ScalableHeap, ThreadExitReturnsFreeSuperblocksToThePool) {

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "heapkit/threads/ThreadHeapList.h"
 #include "heapkit/threads/ThreadHeapRegistry.h"
 
 namespace heapkit {
@@ -38,7 +39,7 @@ class SelectedThreadHeaps {
   static std::uint64_t newFreeToken() { return ThreadHeapRegistry<Heap>::newFreeToken(); }
 
   // No thread exits here (the argument is ThreadHeapRegistry's).
-  explicit SelectedThreadHeaps(void (*)(void*)) : id_(nextInstanceId().fetch_add(1, std::memory_order_relaxed)) {}
+  explicit SelectedThreadHeaps(void (*)(void*)) : id_(newThreadRegistryId()) {}
   SelectedThreadHeaps(const SelectedThreadHeaps&) = delete;
   SelectedThreadHeaps& operator=(const SelectedThreadHeaps&) = delete;
   ~SelectedThreadHeaps() {
@@ -61,7 +62,7 @@ class SelectedThreadHeaps {
     Heap* heap = find(selected_);
     if (heap == nullptr) {
       if (!create) return nullptr;
-      heap = acquire(createHeap);
+      heap = heaps_.acquire(createHeap);
       if (heap == nullptr) return nullptr;
       heap->thread = selected_;
       if (selected_ < kDirect) direct_[selected_] = heap;
@@ -81,8 +82,7 @@ class SelectedThreadHeaps {
   // `heap` is free for the next thread that needs one.
   void release(Heap* heap) {
     heap->thread = kNoThread;
-    heap->nextFree = freeHeaps_;
-    freeHeaps_ = heap;
+    heaps_.release(heap);
   }
   static void uncache(Heap* heap) {
     if (threadCache.heap == heap) threadCache = {kNoInstance, nullptr, kNoFreeToken};
@@ -91,15 +91,8 @@ class SelectedThreadHeaps {
   // Every heap ever made, for the owner's destructor.
   template <class F>
   void forEachHeap(F&& f) {
-    Heap* heap = allHeaps_;
-    while (heap != nullptr) {
-      Heap* next = heap->nextAll;
-      f(heap);
-      heap = next;
-    }
-    allHeaps_ = nullptr;
-    freeHeaps_ = nullptr;
     for (Heap*& slot : direct_) slot = nullptr;
+    heaps_.takeAll(f);
   }
 
   // One thread runs all the others: there is no lock to hold across fork.
@@ -113,14 +106,9 @@ class SelectedThreadHeaps {
   static constexpr std::uint32_t kDirect = 256;
   static constexpr std::uint32_t kNoThread = ~std::uint32_t{0};
 
-  static std::atomic<std::uint64_t>& nextInstanceId() {
-    static constinit std::atomic<std::uint64_t> next{1};
-    return next;
-  }
-
   Heap* find(std::uint32_t thread) const {
     if (thread < kDirect) return direct_[thread];
-    for (Heap* heap = allHeaps_; heap != nullptr; heap = heap->nextAll)
+    for (Heap* heap = heaps_.first(); heap != nullptr; heap = heap->nextAll)
       if (heap->thread == thread) return heap;
     return nullptr;
   }
@@ -129,25 +117,10 @@ class SelectedThreadHeaps {
     threadCache = heap == nullptr ? ThreadCache{kNoInstance, nullptr, kNoFreeToken} : ThreadCache{id_, heap, heap->freeToken()};
   }
 
-  template <class Create>
-  Heap* acquire(Create& createHeap) {
-    if (freeHeaps_ != nullptr) {
-      Heap* heap = freeHeaps_;
-      freeHeaps_ = heap->nextFree;
-      return heap;
-    }
-    Heap* heap = createHeap();
-    if (heap == nullptr) return nullptr;
-    heap->nextAll = allHeaps_;
-    allHeaps_ = heap;
-    return heap;
-  }
-
   const std::uint64_t id_;
   std::uint32_t selected_ = 0;
   Heap* direct_[kDirect] = {};
-  Heap* freeHeaps_ = nullptr;
-  Heap* allHeaps_ = nullptr;
+  ThreadHeapList<Heap, NoLock> heaps_;
 };
 
 }  // namespace heapkit

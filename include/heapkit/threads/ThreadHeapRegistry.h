@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "heapkit/threads/Locks.h"
+#include "heapkit/threads/ThreadHeapList.h"
 
 namespace heapkit {
 
@@ -55,7 +56,7 @@ class ThreadHeapRegistry {
 
   // onThreadExit(heap) runs when a thread that has a heap exits.
   explicit ThreadHeapRegistry(void (*onThreadExit)(void*))
-      : id_(nextInstanceId().fetch_add(1, std::memory_order_relaxed)) {
+      : id_(newThreadRegistryId()) {
     keyOk_ = pthread_key_create(&key_, onThreadExit) == 0;
   }
   ThreadHeapRegistry(const ThreadHeapRegistry&) = delete;
@@ -75,7 +76,7 @@ class ThreadHeapRegistry {
     auto* heap = keyOk_ ? static_cast<Heap*>(pthread_getspecific(key_)) : nullptr;
     if (heap == nullptr) {
       if (!create) return nullptr;
-      heap = acquire(createHeap);
+      heap = heaps_.acquire(createHeap);
       if (heap == nullptr) return nullptr;
       threadCache = {id_, heap, heap->freeToken()};
       // Set after the cache: pthread_setspecific may itself call malloc (keys >= 32).
@@ -91,11 +92,7 @@ class ThreadHeapRegistry {
   }
 
   // `heap` is free for the next thread that needs one.
-  void release(Heap* heap) {
-    LockGuard<SpinLock> guard(heapsLock_);
-    heap->nextFree = freeHeaps_;
-    freeHeaps_ = heap;
-  }
+  void release(Heap* heap) { heaps_.release(heap); }
   // No thread of this instance caches `heap` any more (the caller is releasing it).
   static void uncache(Heap* heap) {
     if (threadCache.heap == heap) threadCache = {kNoInstance, nullptr, kNoFreeToken};
@@ -104,50 +101,18 @@ class ThreadHeapRegistry {
   // Every heap ever made, for the owner's destructor.
   template <class F>
   void forEachHeap(F&& f) {
-    Heap* heap = allHeaps_;
-    while (heap != nullptr) {
-      Heap* next = heap->nextAll;
-      f(heap);
-      heap = next;
-    }
-    allHeaps_ = nullptr;
-    freeHeaps_ = nullptr;
+    heaps_.takeAll(f);
   }
 
-  // Fork: in the child, the heaps of threads that do not exist there are never handed on
-  // (one of them may have been mid-update when fork() copied it); heaps on the free list
-  // were released whole and are safe to hand on.
-  void prepareFork() { heapsLock_.lock(); }
-  void parentAfterFork() { heapsLock_.unlock(); }
-  void childAfterFork() { heapsLock_.reset(); }
+  void prepareFork() { heaps_.prepareFork(); }
+  void parentAfterFork() { heaps_.parentAfterFork(); }
+  void childAfterFork() { heaps_.childAfterFork(); }
 
  private:
-  static std::atomic<std::uint64_t>& nextInstanceId() {
-    static constinit std::atomic<std::uint64_t> next{1};
-    return next;
-  }
-
-  template <class Create>
-  Heap* acquire(Create& createHeap) {
-    LockGuard<SpinLock> guard(heapsLock_);
-    if (freeHeaps_ != nullptr) {
-      Heap* heap = freeHeaps_;
-      freeHeaps_ = heap->nextFree;
-      return heap;
-    }
-    Heap* heap = createHeap();
-    if (heap == nullptr) return nullptr;
-    heap->nextAll = allHeaps_;
-    allHeaps_ = heap;
-    return heap;
-  }
-
   const std::uint64_t id_;
   pthread_key_t key_{};
   bool keyOk_ = false;
-  SpinLock heapsLock_;  // guards the lists; taken before the owner's other locks
-  Heap* freeHeaps_ = nullptr;
-  Heap* allHeaps_ = nullptr;
+  ThreadHeapList<Heap, SpinLock> heaps_;
 };
 
 }  // namespace heapkit
