@@ -77,7 +77,8 @@ class SetAssociativeCache {
     while (way < Ways && set[way] != key) ++way;
     bool hit = way < Ways;
     if (!hit) way = Ways - 1;
-    std::memmove(set + 1, set, way * sizeof(std::uint64_t));
+    // Shifted by hand: a call to memmove costs more than the few words a set moves.
+    for (; way > 0; --way) set[way] = set[way - 1];
     set[0] = key;
     return hit;
   }
@@ -182,7 +183,11 @@ class CacheModel {
   std::uint64_t virtualPageOf(std::uint64_t page) {
     std::uint64_t index = page - firstPage_;
     if (index < pages_) return kArenaFirstVirtualPage + index;
-    return otherPages_.try_emplace(page, otherPages_.size()).first->second;
+    // The heap object's own fields alternate with arena pages several times an operation:
+    // a few recent pages spare the hash table's lookup (a division) most of the time.
+    RecentPage& recent = recentOtherPages_[page % kRecentOtherPages];
+    if (recent.page != page) recent = {page, otherPages_.try_emplace(page, otherPages_.size()).first->second};
+    return recent.virtualPage;
   }
 
   // True when the page faults (its first touch).
@@ -212,6 +217,12 @@ class CacheModel {
   std::uint64_t lastVirtualPage_ = 0;
   // Pages outside the arena, numbered in the order they were first accessed.
   std::unordered_map<std::uint64_t, std::uint64_t> otherPages_;
+  struct RecentPage {
+    std::uint64_t page = kNoPage;
+    std::uint64_t virtualPage = 0;
+  };
+  static constexpr std::size_t kRecentOtherPages = 8;
+  RecentPage recentOtherPages_[kRecentOtherPages];
   CacheModelCounts counts_;
 };
 
