@@ -14,7 +14,7 @@ the same run):
 - how far the best design the search found is from beating every peer on both axes: its
   median time over the fastest peer's, its median peak RSS over the lowest peer's.
 
-    python bench_tune.py DOC [--workdir DIR] [--only NAME ...] [--quick]
+    python bench_tune.py DOC [--workdir DIR] [--only NAME ...] [--keep] [--quick]
 """
 
 from __future__ import annotations
@@ -302,11 +302,24 @@ def render(outcomes: list[Outcome], settings: ht.TuneSettings, args) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _finished(tune_dir: Path, settings: ht.TuneSettings) -> bool:
+    """Whether tune_dir holds a tune of these settings that ran every stage."""
+    try:
+        state = json.loads((tune_dir / ht.STATE).read_text())
+    except (OSError, ValueError):
+        return False
+    return all(state["done"].get(name) and state["settings"].get(name, {}) == settings.for_stage(name)
+               for name in ht.STAGES)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("doc", type=Path)
     parser.add_argument("--workdir", type=Path, default=Path("build/bench-tune"))
     parser.add_argument("--only", nargs="*", default=None, help="program names (default: all)")
+    parser.add_argument("--keep", action="store_true",
+                        help="a program whose tune finished in WORKDIR (same settings) is not run again: its results "
+                             "are read back, its wall time the sum of its stages' (to finish a run that stopped)")
     parser.add_argument("--quick", action="store_true", help="a tiny budget, to try the script; prints the section")
     args = parser.parse_args()
     settings = ht.TuneSettings()
@@ -323,9 +336,11 @@ def main() -> None:
     home = Path.cwd()
     for program in chosen:
         folder = args.workdir / program.name
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
-        program.setup(folder)
+        finished = args.keep and _finished(folder / "tune", settings)
+        if not finished:
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            program.setup(folder)
         started = time.monotonic()
         os.chdir(folder)  # the command runs where its inputs are, as a user would run it
         try:
@@ -333,7 +348,8 @@ def main() -> None:
                 result = ht.tune(program.command, folder / "tune", settings, cache=Path(cache) / "cache.sqlite",
                                  progress=lambda stage, message, n=program.name: print(f"[{n}] {stage}: {message}",
                                                                                        flush=True))
-            outcomes.append(Outcome(program, result, time.monotonic() - started))
+            seconds = sum(result.stage_seconds.values()) if finished else time.monotonic() - started
+            outcomes.append(Outcome(program, result, seconds))
             print(f"[{program.name}] {result.recommendation.line} ({time.monotonic() - started:.0f} s)", flush=True)
         except Exception as error:  # noqa: BLE001 - the table says which program failed, and why
             outcomes.append(Outcome(program, None, time.monotonic() - started, str(error).splitlines()[0]))
