@@ -200,7 +200,7 @@ def main() -> None:
     callgrind = not args.no_callgrind
     if callgrind and shutil.which("valgrind") is None:
         sys.exit("bench_emit: valgrind is needed for the instruction counts (or pass --no-callgrind)")
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="heapkit-bench-emit-"))
+    workdir = (args.workdir or Path(tempfile.mkdtemp(prefix="heapkit-bench-emit-"))).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
 
     pairs = {}
