@@ -8,9 +8,11 @@ wrapper: CMake and a C++20 compiler are all it needs), as heapkit's own librarie
 built, into
 
 - ``lib<name>.so``: a preload library (``LD_PRELOAD=./libmine.so program``): the design
-  behind one lock, or, for a design of one page_segregated allocator over every size, the
+  behind one lock; for a design of one page_segregated allocator over every size, the
   same layers as libheapkit.so's thread-aware ScalableHeap (a heap per thread, no lock,
-  from mmap instead of the arena) with the design's classes and values;
+  from mmap instead of the arena) with the design's classes and values; for one allocator
+  of another mechanism over every size, that allocator directly over the hardened
+  MmapHeap behind the lock, as libheapkit-lea.so and libheapkit-kingsley.so are built;
 - ``lib<name>.a`` and ``<name>.cmake``: a static library and a CMake snippet to link the
   allocator into a program;
 - ``<name>-verify``: heapkit-replay's measurement over the emitted heap, to check the build.
@@ -117,6 +119,7 @@ _PROJECT = """cmake_minimum_required(VERSION 3.20)
 project(heapkit_design_{ident} LANGUAGES CXX)
 set(CMAKE_CXX_STANDARD 20)
 set(CMAKE_CXX_STANDARD_REQUIRED ON)
+set(CMAKE_CXX_EXTENSIONS OFF)  # -std=c++20, as heapkit's own libraries
 add_library(heapkit INTERFACE)
 add_library(heapkit::heapkit ALIAS heapkit)
 target_include_directories(heapkit INTERFACE "{include}")
@@ -189,13 +192,36 @@ def thread_aware(spec: SpecLike) -> bool:
             and allocators[0]["range"] == [0, None])
 
 
+def direct(spec: SpecLike) -> bool:
+    """One allocator of another mechanism over every size (LEA, ALEA, KNG, S10...): every
+    request is its, so it is built as heapkit's single-heap libraries are, the allocator
+    directly over the hardened MmapHeap (the header's ``Direct<>``), without the arena and
+    the routing."""
+    data = as_spec(spec).data
+    allocators = data["allocators"]
+    return ("short_lived" not in data and len(allocators) == 1 and allocators[0]["range"] == [0, None]
+            and not thread_aware(spec))
+
+
 def shipped_heap(spec: SpecLike, ns: str) -> str:
     """The heap type lib<name>.so runs: the thread-aware ScalableHeap for a design of one
-    page_segregated allocator, else the design (over its arena) behind one lock, taken once
-    the process has a second thread (UnlessSingleThreaded, as glibc's malloc does)."""
+    page_segregated allocator; the allocator directly over the hardened MmapHeap for a design
+    of one allocator of another mechanism over every size (so ALEA's is libheapkit-lea.so's
+    heap); else the design over its arena. Those two behind one lock, taken once the process
+    has a second thread (UnlessSingleThreaded, as glibc's malloc does)."""
     if thread_aware(spec):
         return f"{ns}::ThreadAware<heapkit::Hardened<heapkit::MmapHeap>>"
-    return f"heapkit::LockedHeap<heapkit::UnlessSingleThreaded<heapkit::SpinLock>, {ns}::Dmm<heapkit::RealMemory>>"
+    lock = "heapkit::UnlessSingleThreaded<heapkit::SpinLock>"
+    if direct(spec):
+        return f"heapkit::LockedHeap<{lock}, {ns}::Direct<heapkit::Hardened<heapkit::MmapHeap>>>"
+    return f"heapkit::LockedHeap<{lock}, {ns}::Dmm<heapkit::RealMemory>>"
+
+
+def _shipped_comment(spec: Spec, stem: str) -> str:
+    if thread_aware(spec):
+        return f"The design as libheapkit.so's thread-aware heap (a heap per thread, no lock, over mmap), as a drop-in malloc: lib{stem}.so."
+    what = "Its allocator directly over mmap, as heapkit's single-heap libraries" if direct(spec) else "The design"
+    return f"{what}, behind one lock (taken once the process has a second thread), as a drop-in malloc: lib{stem}.so."
 
 
 def build(spec: SpecLike, output: str | Path, *, build_type: str = "Release") -> BuildResult:
@@ -219,10 +245,7 @@ def build(spec: SpecLike, output: str | Path, *, build_type: str = "Release") ->
     (work / "CMakeLists.txt").write_text(_PROJECT.format(
         ident=ident, name=stem, ns=ident, header=header.name, include=_cmake_path(INCLUDE_DIR),
         shipped_heap=shipped_heap(spec, ident),
-        shipped_comment=("The design as libheapkit.so's thread-aware heap (a heap per thread, no lock, over mmap), "
-                         f"as a drop-in malloc: lib{stem}.so." if thread_aware(spec) else
-                         f"The design behind one lock (taken once the process has a second thread), as a drop-in malloc: "
-                         f"lib{stem}.so."),
+        shipped_comment=_shipped_comment(spec, stem),
         package=_cmake_path(PACKAGE_DIR), design_dir=_cmake_path(out_dir)))
     cmake = _cmake()
     configure = [cmake, "-S", str(work), "-B", str(work / "build"), f"-DCMAKE_BUILD_TYPE={build_type}",
@@ -311,5 +334,5 @@ def verify(result: BuildResult, trace: str | Path, runs: int = 3) -> Verificatio
                         statistics.median(configured), preload)
 
 
-__all__ = ["BuildError", "BuildResult", "Verification", "build", "built_footprint", "compiler", "emit", "shipped_heap",
-           "thread_aware", "verify"]
+__all__ = ["BuildError", "BuildResult", "Verification", "build", "built_footprint", "compiler", "direct", "emit",
+           "shipped_heap", "thread_aware", "verify"]

@@ -148,11 +148,12 @@ struct Emitted {
 }  // namespace
 
 bool isThreadAware(const DmmSpec& dmm) { return threadAware(dmm); }
+bool isDirect(const DmmSpec& dmm) { return direct(dmm); }
 
 std::string emitHeader(const ParsedSpec& spec, const std::string& ns, const std::string& source) {
   if (!isIdentifier(ns)) throw SpecError("'" + ns + "' is not a C++ identifier to name the design's namespace");
   const DmmSpec& dmm = spec.dmm;
-  std::string ranges, includes = "#include <cstddef>\n#include <cstdint>\n\n#include <heapkit/dmm/StaticDmmHeap.h>\n";
+  std::string ranges, firstRange, includes = "#include <cstddef>\n#include <cstdint>\n\n#include <heapkit/dmm/StaticDmmHeap.h>\n";
   Emitted emitted;
   for (std::size_t i = 0; i < dmm.count; ++i) {
     const AllocatorSpec& a = dmm.allocators[i];
@@ -160,9 +161,10 @@ std::string emitHeader(const ParsedSpec& spec, const std::string& ns, const std:
     std::string comment = "// allocator " + index + ": " + kMechanismNames[std::size_t(a.mechanism)] + ", requests in (" +
                           std::to_string(a.minExclusive) + ", " +
                           (a.maxInclusive == SIZE_MAX ? std::string("no bound") : std::to_string(a.maxInclusive)) + "]\n";
-    ranges += "    heapkit::SizeRange<" + std::to_string(a.minExclusive) + ", " + bytes(a.maxInclusive) + ", " +
-              emitted.allocator("Allocator" + index, a, comment, threadAware(dmm)) + ">";
-    ranges += i + 1 < dmm.count ? ",\n" : "";
+    std::string range = "heapkit::SizeRange<" + std::to_string(a.minExclusive) + ", " + bytes(a.maxInclusive) + ", " +
+                        emitted.allocator("Allocator" + index, a, comment, threadAware(dmm)) + ">";
+    if (i == 0) firstRange = range;
+    ranges += "    " + range + (i + 1 < dmm.count ? ",\n" : "");
   }
   if (dmm.hasShortLived) {
     const ShortLivedSizes& sizes = dmm.shortLived.sizes;
@@ -196,6 +198,16 @@ std::string emitHeader(const ParsedSpec& spec, const std::string& ns, const std:
               "template <class Top = heapkit::Hardened<heapkit::MmapHeap>>\n"
               "using ThreadAware = heapkit::ScalableHeap<Top, Allocator0Classes, Allocator0Config>;\n\n";
   }
+  bool unrouted = direct(dmm);
+  if (unrouted) {
+    includes += "#include <heapkit/core/Hardening.h>\n#include <heapkit/top/MmapHeap.h>\n";
+    shipped = "// The allocator as heapkit's single-heap libraries ship theirs (libheapkit-lea.so's\n"
+              "// AdaptiveLeaHeap<Hardened<MmapHeap>>): every request is its, so it needs neither the\n"
+              "// routing nor the arena, and takes its pages from Top (MmapHeap, hardened).\n"
+              "// `heapkit build` builds this one, behind a lock.\n"
+              "template <class Top = heapkit::Hardened<heapkit::MmapHeap>>\n"
+              "using Direct = heapkit::DirectAllocator<" + firstRange + ", Top>;\n\n";
+  }
   std::string fallback = dmm.fallback == DmmSpec::kFallbackToOs ? "heapkit::kFallbackToOs" : std::to_string(dmm.fallback);
   return "// " + (spec.name.empty() ? std::string("A DMM design") : "The DMM design \"" + spec.name + "\"") +
          ", written by `heapkit emit` from " + source + ".\n"
@@ -206,6 +218,8 @@ std::string emitHeader(const ParsedSpec& spec, const std::string& ns, const std:
                       : std::string()) +
          (heapPerThread ? "//   " + ns + "::ThreadAware<>                  its allocator as a thread-aware heap over mmap (libheapkit.so's form)\n"
                       : std::string()) +
+         (unrouted ? "//   " + ns + "::Direct<>                       its allocator directly over mmap (how heapkit's libraries ship one)\n"
+                   : std::string()) +
          "// Normalised spec: " + spec.normalized + "\n"
          "#pragma once\n\n" + includes + "\nnamespace " + ns + " {\n\n" + configs +
          "// Requests above the last range: " +

@@ -17,4 +17,9 @@ std::string emitHeader(const ParsedSpec& spec, const std::string& namespaceName,
 // the design as libheapkit.so's thread-aware ScalableHeap (what `heapkit build` ships).
 bool isThreadAware(const DmmSpec& dmm);
 
+// One allocator of another mechanism over every size: the header also defines Direct<Top>,
+// the allocator directly over Top without arena or routing (what `heapkit build` ships,
+// as heapkit's single-heap libraries are built).
+bool isDirect(const DmmSpec& dmm);
+
 }  // namespace heapkit::sim

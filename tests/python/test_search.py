@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ import heapkit
 from helpers import run
 from heapkit import build as hb
 from heapkit import search as hs
+from heapkit.replay import resolve_allocator
 from heapkit.grammar import Grammar, GrammarError, design_from_text, generate, generate_for_trace
 
 
@@ -348,6 +350,65 @@ def test_a_page_segregated_design_is_shipped_as_the_thread_aware_heap(programs, 
     subprocess.run(["cc", str(tmp_path / "usable.c"), "-o", str(tmp_path / "usable")], check=True)
     out = subprocess.run([str(tmp_path / "usable")], capture_output=True, text=True, env=env, check=True).stdout
     assert out == "128\n"
+
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def _shipped_heaps() -> dict[str, str]:
+    """The HEAP of each heapkit_add_allocator() in src/preload/CMakeLists.txt: the shipped
+    libraries' compositions."""
+    text = (_REPO / "src" / "preload" / "CMakeLists.txt").read_text()
+    return dict(re.findall(r'heapkit_add_allocator\((\S+)(?: OUTPUT_NAME \S+)?\s+HEAP "([^"]+)"', text))
+
+
+def test_a_preset_of_a_shipped_library_is_built_as_that_library(tmp_path):
+    """A design of one allocator over every size is built as heapkit's own single-heap
+    libraries are: that allocator directly over the hardened MmapHeap, behind the lock, with
+    no arena and no routing. So ALEA's and KNG's libraries are libheapkit-lea.so's and
+    libheapkit-kingsley.so's heaps (the lock aside: taken only once a second thread runs),
+    and HKS's is libheapkit.so's; compiled with the same flags (heapkit_add_allocator)."""
+    for name in ("ALEA", "LEA", "KNG", "S10", "FIB"):
+        assert hb.direct(heapkit.preset(name)), name
+    for name in ("HKS", "BOX", "EXA"):
+        assert not hb.direct(heapkit.preset(name)), name
+    shipped = _shipped_heaps()
+    for preset, library in (("ALEA", "heapkit-lea"), ("KNG", "heapkit-kingsley")):
+        lock, allocator, top = re.fullmatch(r"heapkit::LockedHeap<(heapkit::\w+), (heapkit::\w+)<(.+)>>",
+                                            shipped[library]).groups()
+        assert lock == "heapkit::SpinLock"
+        header = hb.emit(heapkit.preset(preset), tmp_path / f"{preset.lower()}.h").read_text()
+        assert (f"template <class Top = {top}>\nusing Direct = heapkit::DirectAllocator<heapkit::SizeRange<0, "
+                f"heapkit::kNoBound, {allocator}>, Top>;") in header, header
+        assert hb.shipped_heap(heapkit.preset(preset), "ns") == \
+            f"heapkit::LockedHeap<heapkit::UnlessSingleThreaded<{lock}>, ns::Direct<{top}>>"
+    assert shipped["heapkit-scalable"] == "heapkit::ScalableHeap<heapkit::Hardened<heapkit::MmapHeap>>"
+    header = hb.emit(heapkit.preset("HKS"), tmp_path / "hks.h").read_text()
+    assert "using Allocator0Classes = heapkit::ScalableSizeClasses;" in header
+    assert hb.shipped_heap(heapkit.preset("HKS"), "ns") == "ns::ThreadAware<heapkit::Hardened<heapkit::MmapHeap>>"
+
+    result = hb.build(heapkit.preset("ALEA"), tmp_path / "libalea.so")
+    project = (tmp_path / ".alea-build" / "CMakeLists.txt").read_text()
+    assert "heapkit_add_allocator(alea HEAP" in project and "set(CMAKE_CXX_EXTENSIONS OFF)" in project
+    commands = subprocess.run(["cmake", "--build", str(tmp_path / ".alea-build" / "build"), "--", "-t", "commands"],
+                              capture_output=True, text=True).stdout
+    provider = next((line for line in commands.splitlines() if "alea_provider.cpp" in line), None)
+    if provider is not None:  # a Ninja build (Makefiles do not list their commands)
+        for flag in ("-O3", "-std=c++20", "-fvisibility=hidden", "-fno-builtin", "-ftls-model=initial-exec",
+                     "-fno-exceptions"):
+            assert flag in provider.split(), (flag, provider)
+    # It behaves as libheapkit-lea.so: the same usable sizes, the mmap threshold raised the same.
+    (tmp_path / "sizes.c").write_text(
+        "#include <malloc.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+        "int main(void) { size_t sizes[] = {1, 24, 100, 1000, 5000, 200000, 1 << 20};\n"
+        "  for (int round = 0; round < 2; ++round)\n"
+        "    for (int i = 0; i < 7; ++i) { void* p = malloc(sizes[i]); printf(\"%zu \", malloc_usable_size(p)); free(p); }\n"
+        "  return 0; }\n")
+    subprocess.run(["cc", str(tmp_path / "sizes.c"), "-o", str(tmp_path / "sizes")], check=True)
+    outputs = [subprocess.run([str(tmp_path / "sizes")], capture_output=True, text=True, check=True,
+                              env=dict(os.environ, LD_PRELOAD=str(lib))).stdout
+               for lib in (result.shared_library, resolve_allocator("lea"))]
+    assert outputs[0] == outputs[1] and outputs[0], outputs
 
 
 def test_static_library_links_into_a_program_with_the_cmake_snippet(tmp_path):

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -14,7 +15,11 @@
 #include "SyntheticTraces.h"
 #include "TraceApplier.h"
 #include "emitted_designs.h"
+#include "heapkit/core/Hardening.h"
 #include "heapkit/dmm/DmmHeap.h"
+#include "heapkit/general/AdaptiveLeaHeap.h"
+#include "heapkit/general/KingsleyHeap.h"
+#include "heapkit/top/MmapHeap.h"
 #include "heapkit/trace/Reader.h"
 #include "heapkit/wrapper/ANSIWrapper.h"
 #include "support/ModelCheck.h"
@@ -113,6 +118,41 @@ TEST(Emitted, ThreadAwareDesignsPassTheModelCheck) {
   static_assert(count >= 2, "HKS and the fitted page_segregated test design");
   checkAllThreadAware(std::make_index_sequence<count>{});
 }
+
+// A design of one allocator of another mechanism over every size is also emitted as
+// Direct<Top>, the allocator over Top without arena or routing (what `heapkit build` ships,
+// as libheapkit-lea.so and libheapkit-kingsley.so are built): it passes the model check over
+// the hardened MmapHeap, and a free goes back to the same allocator a malloc came from.
+template <std::size_t I>
+void checkDirect() {
+  using Heap = std::tuple_element_t<I, emitted::DirectDesigns>;
+  for (const testing::SizeDistribution& sizes : testing::standardDistributions()) {
+    SCOPED_TRACE(sizes.name);
+    Heap heap;
+    testing::ModelChecker<Heap> checker(heap, 47 + I);
+    testing::ModelCheckOptions options;
+    options.operations = static_cast<std::size_t>(4000 * testScale());
+    options.maxLiveObjects = 400;
+    checker.run(sizes, options);
+  }
+}
+
+template <std::size_t... I>
+void checkAllDirect(std::index_sequence<I...>) {
+  (checkDirect<I>(), ...);
+}
+
+TEST(Emitted, DirectDesignsPassTheModelCheck) {
+  constexpr std::size_t count = std::tuple_size_v<emitted::DirectDesigns>;
+  static_assert(count >= 5, "the single-allocator presets: ALEA, LEA, KNG, FIB, S10");
+  checkAllDirect(std::make_index_sequence<count>{});
+}
+
+// The shipped libraries' heaps are what emit writes for the presets that describe them.
+static_assert(std::is_base_of_v<AdaptiveLeaHeap<Hardened<MmapHeap>>,
+                                DirectAllocator<SizeRange<0, kNoBound, AdaptiveLeaHeap>, Hardened<MmapHeap>>>);
+static_assert(std::is_base_of_v<KingsleyHeap<Hardened<MmapHeap>>,
+                                DirectAllocator<SizeRange<0, kNoBound, KingsleyHeap>, Hardened<MmapHeap>>>);
 
 }  // namespace
 }  // namespace heapkit::sim

@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: heapkit_sim_emit_tool OUT SPEC...\n");
     return 1;
   }
-  std::string designs, specs, threadAware;
+  std::string designs, specs, threadAware, direct;
   try {
     std::string out;
     for (int i = 2; i < argc; ++i) {
@@ -22,11 +22,13 @@ int main(int argc, char** argv) {
       out += heapkit::sim::emitHeader(spec, ns, argv[i]) + "\n";
       if (heapkit::sim::isThreadAware(spec.dmm))
         threadAware += std::string(threadAware.empty() ? "" : ",\n    ") + ns + "::ThreadAware<heapkit::MmapHeap>";
+      if (heapkit::sim::isDirect(spec.dmm))
+        direct += std::string(direct.empty() ? "" : ",\n    ") + ns + "::Direct<>";
       designs += std::string(i == 2 ? "" : ",\n    ") + ns + "::Dmm<heapkit::CountedMemory>";
       specs += std::string(i == 2 ? "" : ",\n    ") + "\"" + argv[i] + "\"";
     }
     out += "#include <tuple>\n\nnamespace emitted {\nusing ThreadAwareDesigns = std::tuple<\n    " + threadAware +
-           ">;\nusing Designs = std::tuple<\n    " + designs +
+           ">;\nusing DirectDesigns = std::tuple<\n    " + direct + ">;\nusing Designs = std::tuple<\n    " + designs +
            ">;\ninline constexpr const char* kSpecPaths[] = {\n    " + specs + "};\n}  // namespace emitted\n";
     std::ofstream(argv[1]) << out;
   } catch (const std::exception& error) {

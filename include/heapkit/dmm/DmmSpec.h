@@ -112,4 +112,14 @@ inline bool threadAware(const DmmSpec& dmm) {
          dmm.allocators[0].minExclusive == 0 && dmm.allocators[0].maxInclusive == SIZE_MAX;
 }
 
+// One allocator of another mechanism over every size (and no short-lived area): every
+// request is its, so the routing and the arena's owner map do nothing a library needs.
+// `heapkit build` ships it as heapkit's own single-heap libraries are built, the allocator
+// directly over the hardened MmapHeap (StaticDmmHeap.h's DirectAllocator), so that the LEA,
+// ALEA and Kingsley presets are libheapkit-lea.so's and libheapkit-kingsley.so's heaps.
+inline bool direct(const DmmSpec& dmm) {
+  return dmm.count == 1 && !dmm.hasShortLived && !threadAware(dmm) && dmm.allocators[0].minExclusive == 0 &&
+         dmm.allocators[0].maxInclusive == SIZE_MAX;
+}
+
 }  // namespace heapkit

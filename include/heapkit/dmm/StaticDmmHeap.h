@@ -137,6 +137,26 @@ class TypedAllocators {
   staticdmm::Slots<Top, std::index_sequence_for<Ranges...>, Ranges...> slots_;
 };
 
+// A design of one allocator over every size (dmm/DmmSpec.h's direct()), as heapkit's
+// single-heap libraries are built: the allocator of Range directly over Top (the hardened
+// MmapHeap), built from its Config, without the arena and the routing, which would only
+// look up an owner that is always the same. Its addresses are the OS's, not the arena's,
+// so it is the design the simulator ran (and Dmm<RealMemory> replays to the byte) up to
+// where its pages land.
+template <class Range, class Top>
+class DirectAllocator : public Range::template Heap<Top> {
+  using Allocator = typename Range::template Heap<Top>;
+  static_assert(Range::kMinExclusive == 0 && Range::kMaxInclusive == kNoBound, "an allocator over every size");
+
+ public:
+  DirectAllocator()
+    requires std::is_same_v<typename Range::ConfigType, NoConfig>
+  = default;
+  DirectAllocator()
+    requires(!std::is_same_v<typename Range::ConfigType, NoConfig>)
+      : Allocator(typename Range::ConfigType{}) {}
+};
+
 template <class Memory, int Fallback, class... Ranges>
 class StaticDmmHeap : public DmmRouting<Memory, TypedAllocators<ArenaHeap<ReservedArena<Memory>>, Fallback, Ranges...>> {
   using Routing = DmmRouting<Memory, TypedAllocators<ArenaHeap<ReservedArena<Memory>>, Fallback, Ranges...>>;

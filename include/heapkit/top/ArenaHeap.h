@@ -61,16 +61,15 @@ class ReservedArena {
   static constexpr std::size_t kDefaultReserveBytes = std::size_t{64} << 30;
   static constexpr std::uint8_t kNoOwner = 0;
 
+  // The smallest range tried when the address space is limited (below).
+  static constexpr std::size_t kMinReserveBytes = std::size_t{256} << 20;
+
+  // Where the address space cannot take reserveBytes (a `ulimit -v`; valgrind, which
+  // allows less than 64 GiB), the largest half, quarter... of it that fits, down to
+  // kMinReserveBytes: the allocators then hold at most that much, rather than failing
+  // their first request. Smaller, the range hands out the same offsets until it is full.
   explicit ReservedArena(std::size_t reserveBytes = kDefaultReserveBytes) {
-    granules_ = alignUp(reserveBytes, kGranuleBytes) / kGranuleBytes;
-    std::size_t runBytes = alignUp((granules_ / 2 + 1) * sizeof(Run), kArenaPageBytes);
-    base_ = reserveAligned(granules_ * kGranuleBytes);
-    owners_ = static_cast<std::uint8_t*>(reserve(alignUp(granules_, kArenaPageBytes)));
-    runs_ = static_cast<Run*>(reserve(runBytes));
-    if (base_ == nullptr || owners_ == nullptr || runs_ == nullptr) {
-      unmapAll(runBytes);
-      granules_ = 0;  // every request fails cleanly
-    }
+    for (std::size_t bytes = reserveBytes; !reserveRange(bytes) && bytes / 2 >= kMinReserveBytes;) bytes /= 2;
   }
   ReservedArena(const ReservedArena&) = delete;
   ReservedArena& operator=(const ReservedArena&) = delete;
@@ -168,6 +167,18 @@ class ReservedArena {
   // The base is aligned to kBaseAlignment, so an address's low 32 bits (which a layer may
   // hash, as the size tree does for its priorities) are the same in every arena.
   static constexpr std::size_t kBaseAlignment = std::size_t{1} << 32;
+  // The range and its owner and run tables, or nothing (every request then fails cleanly).
+  bool reserveRange(std::size_t bytes) {
+    granules_ = alignUp(bytes, kGranuleBytes) / kGranuleBytes;
+    std::size_t runBytes = alignUp((granules_ / 2 + 1) * sizeof(Run), kArenaPageBytes);
+    base_ = reserveAligned(granules_ * kGranuleBytes);
+    owners_ = static_cast<std::uint8_t*>(reserve(alignUp(granules_, kArenaPageBytes)));
+    runs_ = static_cast<Run*>(reserve(runBytes));
+    if (base_ != nullptr && owners_ != nullptr && runs_ != nullptr) return true;
+    unmapAll(runBytes);
+    granules_ = 0;
+    return false;
+  }
   static char* reserveAligned(std::size_t bytes) {
     auto* raw = static_cast<char*>(reserve(bytes + kBaseAlignment));
     if (raw == nullptr) return nullptr;
