@@ -21,6 +21,7 @@
 #include "heapkit/building/ChunkHeap.h"
 #include "heapkit/building/CoalesceHeap.h"
 #include "heapkit/building/DLList.h"
+#include "heapkit/building/FreeList.h"
 #include "heapkit/building/FreelistHeap.h"
 #include "heapkit/building/SLList.h"
 #include "heapkit/building/SegmentHeap.h"

@@ -28,11 +28,15 @@
 // space back to it. A chunk that is wholly free again goes back to the parent when the
 // design trims. A request larger than a quarter of a chunk gets a chunk of its own.
 //
+// The free lists are building/FreeList.h's, one per class, in the configuration's
+// structure, order and fit (its `structure`, `order` and `fit` are the list policy).
+//
 // Counting (core/Counting.h, docs/simulator.md): one step per class lookup, per list
 // probed, per list or tree node visited, per split, merge and chunk requested or returned;
 // every header, tag, link, list head, tail cursor and chunk record is read and written
-// through load and store below, or through BoundaryTags (the tags) and DLList (the list of
-// chunks), which take this heap: each counts the access where it happens.
+// through load and store below, or through FreeList (heads and links), BoundaryTags (the
+// tags) and DLList (the list of chunks), which take this heap: each counts the access
+// where it happens.
 #pragma once
 
 #include <sys/mman.h>
@@ -43,6 +47,7 @@
 #include <cstring>
 
 #include "heapkit/building/DLList.h"
+#include "heapkit/building/FreeList.h"
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
 #include "heapkit/core/SizeWord.h"
@@ -50,9 +55,6 @@
 
 namespace heapkit {
 
-enum class ListStructure : std::uint8_t { SinglyLinked, DoublyLinked, SizeTree };
-enum class ListFit : std::uint8_t { First, Next, Best, Exact, Worst };
-enum class ListOrder : std::uint8_t { Lifo, Fifo, Address, Size };
 enum class Coalescing : std::uint8_t { None, Immediate, Deferred };
 enum class HeaderLayout : std::uint8_t { SizeWord8, SizeWord16, BoundaryTags };
 enum class SizeClasses : std::uint8_t { Ranges, Strict, Exact };
@@ -92,10 +94,7 @@ constexpr const char* invalidSegregatedFit(const SegregatedFitConfig& config) {
     return "coalesce: coalescing needs boundary tags (header \"boundary_tags\") to find the previous block";
   if (config.trim && config.coalescing == Coalescing::None)
     return "trim: a chunk can only be found wholly free when blocks coalesce";
-  if ((config.structure == ListStructure::SizeTree) != (config.order == ListOrder::Size))
-    return "list.order: a size tree is ordered by size, and only a size tree is";
-  if (config.structure == ListStructure::SizeTree && config.fit == ListFit::Next)
-    return "list.fit: next fit has no meaning in a size-ordered tree";
+  if (const char* why = invalidListPolicy(config)) return why;
   if (config.classes != SizeClasses::Ranges && (config.split || config.coalescing != Coalescing::None))
     return "split: strict and exact classes keep every block at its class's length (no split, no coalescing)";
   if (config.classes == SizeClasses::Exact && config.fit != ListFit::Exact)
@@ -140,18 +139,6 @@ class SegregatedFitHeap : public Super {
   };
   static_assert(sizeof(Chunk) == 32);
 
-  // A free block's links, in its object area. A size tree uses them as left and right.
-  struct Links {
-    char* next;
-    char* prev;
-  };
-
-  struct ListHead {
-    char* head = nullptr;  // a tree's root
-    char* tail = nullptr;
-    char* rover = nullptr;  // next fit's starting point
-  };
-
   struct Tail {
     char* cursor = nullptr;  // the tail pseudo-block; nullptr: no current chunk
   };
@@ -167,13 +154,13 @@ class SegregatedFitHeap : public Super {
     tailCount_ = config_.perClassChunks ? listCount_ : 1;
     // The tables are the allocator's own fixed state, like a bin array inside a heap
     // object: mapped directly, so they cost no malloc (this heap may be the process's).
-    tableBytes_ = alignUp(listCount_ * sizeof(ListHead) + tailCount_ * sizeof(Tail), 4096);
+    tableBytes_ = alignUp(listCount_ * sizeof(FreeList) + tailCount_ * sizeof(Tail), 4096);
     void* tables = mmap(nullptr, tableBytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (tables == MAP_FAILED) {
       listCount_ = 0;  // every malloc fails cleanly
       return;
     }
-    lists_ = static_cast<ListHead*>(tables);
+    lists_ = static_cast<FreeList*>(tables);
     tails_ = reinterpret_cast<Tail*>(lists_ + listCount_);
   }
   SegregatedFitHeap(const SegregatedFitHeap&) = delete;
@@ -504,250 +491,34 @@ class SegregatedFitHeap : public Super {
     return config_.classBounds[list];
   }
 
-  // ---- free lists ----------------------------------------------------------------------
-  // A list keeps what its structure and order use, and no more: prev links only when
-  // doubly linked, a tail only for FIFO order, a rover only for next fit.
+  // ---- free lists (building/FreeList.h) -------------------------------------------------
+  // The list's form is the configuration's structure, order and fit; its blocks keep their
+  // links in the object, after this layout's header.
 
-  static Links& linksOf(char* object) { return *reinterpret_cast<Links*>(object); }
-  Links& links(char* block) { return linksOf(objectOf(block)); }
-  char* nextOf(char* block) { return load(links(block).next); }
-  bool doubly() const { return config_.structure == ListStructure::DoublyLinked; }
-  bool fifo() const { return config_.order == ListOrder::Fifo; }
-
-  void insertFree(char* block) { insertFree(block, readWord(block)); }
+  ListedBlocks listed() const { return ListedBlocks{headerBytes()}; }
 
   // `word` is the block's size word, as its caller last read or wrote it.
   void insertFree(char* block, std::size_t word) {
     std::size_t length = word & ~sizeword::kFlagMask;
     writeWord(block, word | kFree);
     if (tagged()) BoundaryTags::tellNextFree(*this, taggedObjectOf(block), length);
-    ListHead& list = lists_[listOf(length)];
-    if (config_.structure == ListStructure::SizeTree) {
-      store(list.head, treeInsert(load(list.head), block, length));
-      return;
-    }
-    char* before = nullptr;  // insert between these two (nullptr: the list's ends)
-    char* after = nullptr;
-    if (fifo()) {
-      before = load(list.tail);
-    } else {
-      after = load(list.head);
-      if (config_.order == ListOrder::Address) {
-        while (after != nullptr && after < block) {
-          countStep(*this);  // a node passed
-          before = after;
-          after = nextOf(after);
-        }
-      }
-    }
-    store(links(block).next, after);
-    if (doubly()) store(links(block).prev, before);
-    if (before == nullptr) store(list.head, block);
-    else store(links(before).next, block);
-    if (after == nullptr) {
-      if (fifo()) store(list.tail, block);
-    } else if (doubly()) {
-      store(links(after).prev, block);
-    }
+    lists_[listOf(length)].insert(*this, config_, listed(), block, length);
   }
 
   // Takes a free block of `length` out of its list (a neighbour being merged).
   void removeFree(char* block, std::size_t length) {
-    ListHead& list = lists_[listOf(length)];
-    if (config_.structure == ListStructure::SizeTree) {
-      store(list.head, treeErase(load(list.head), block, length));
-      return;
-    }
-    char* before = doubly() ? load(links(block).prev) : predecessorOf(list, block);
-    char* after = unlink(list, before, block);
-    if (config_.fit == ListFit::Next && load(list.rover) == block) store(list.rover, after);
-  }
-
-  // Returns the block that followed.
-  char* unlink(ListHead& list, char* before, char* block) {
-    char* after = nextOf(block);
-    if (before == nullptr) store(list.head, after);
-    else store(links(before).next, after);
-    if (after == nullptr) {
-      if (fifo()) store(list.tail, before);
-    } else if (doubly()) {
-      store(links(after).prev, before);
-    }
-    return after;
+    lists_[listOf(length)].remove(*this, config_, listed(), block, length);
   }
 
   // The block a fit chooses, taken out of its list; nullptr when no list has one.
   char* searchLists(std::size_t first, std::size_t length) {
     std::size_t last = config_.searchLargerClasses ? listCount_ - 1 : first;
+    ListedBlocks blocks = listed();
     for (std::size_t i = first; i <= last; ++i) {
       countStep(*this);  // a list probed
-      ListHead& list = lists_[i];
-      char* head = load(list.head);
-      if (head == nullptr) continue;
-      char* found = config_.structure == ListStructure::SizeTree ? treeFind(list, head, length) : listFind(list, head, length);
-      if (found != nullptr) return found;
+      if (char* found = lists_[i].take(*this, config_, blocks, length)) return found;
     }
     return nullptr;
-  }
-
-  char* listFind(ListHead& list, char* head, std::size_t length) {
-    char* chosen = nullptr;
-    char* chosenBefore = nullptr;
-    std::size_t chosenLength = 0;
-    ListFit fit = config_.fit;
-    char* start = head;
-    char* before = nullptr;
-    if (fit == ListFit::Next) {
-      if (char* rover = load(list.rover); rover != nullptr) {
-        start = rover;
-        before = doubly() ? load(links(start).prev) : predecessorOf(list, start);
-      }
-    }
-    char* node = start;
-    bool wrapped = false;
-    while (true) {
-      if (node == nullptr) {
-        if (fit != ListFit::Next || wrapped || start == head) break;
-        wrapped = true;
-        node = head;
-        before = nullptr;
-        continue;
-      }
-      if (wrapped && node == start) break;
-      countStep(*this);  // a node visited
-      std::size_t nodeLength = lengthOf(node);
-      bool fits = fit == ListFit::Exact ? nodeLength == length : nodeLength >= length;
-      if (fits) {
-        bool better = chosen == nullptr || (fit == ListFit::Best && nodeLength < chosenLength) ||
-                      (fit == ListFit::Worst && nodeLength > chosenLength);
-        if (better) {
-          chosen = node;
-          chosenBefore = before;
-          chosenLength = nodeLength;
-        }
-        if (fit != ListFit::Best && fit != ListFit::Worst) break;
-        if (fit == ListFit::Best && nodeLength == length) break;
-      }
-      before = node;
-      node = nextOf(node);
-    }
-    if (chosen == nullptr) return nullptr;
-    char* after = unlink(list, chosenBefore, chosen);
-    if (fit == ListFit::Next) store(list.rover, after);
-    return chosen;
-  }
-
-  char* predecessorOf(ListHead& list, char* block) {
-    char* before = nullptr;
-    for (char* node = load(list.head); node != block; node = nextOf(node)) {
-      countStep(*this);  // a node passed
-      before = node;
-    }
-    return before;
-  }
-
-  // ---- the size tree: a treap keyed by (length, address) ---------------------------------
-  // Priorities are a hash of the block's address, so they need no storage; the arena's
-  // aligned base makes them the same in the simulator and for real. One step per node
-  // visited; the links a level reads and writes are counted where the code touches them.
-
-  static std::uint32_t priorityOf(char* block) {
-    auto x = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(block));
-    x ^= x >> 16;
-    x *= 0x7feb352dU;
-    x ^= x >> 15;
-    x *= 0x846ca68bU;
-    return x ^ (x >> 16);
-  }
-  char* leftOf(char* block) { return load(links(block).next); }
-  char* rightOf(char* block) { return load(links(block).prev); }
-  void setLeft(char* block, char* child) { store(links(block).next, child); }
-  void setRight(char* block, char* child) { store(links(block).prev, child); }
-  bool keyLess(char* a, std::size_t aLength, char* b) {
-    std::size_t bLength = lengthOf(b);
-    return aLength < bLength || (aLength == bLength && a < b);
-  }
-
-  char* treeInsert(char* root, char* block, std::size_t length) {
-    if (root == nullptr) {
-      setLeft(block, nullptr);
-      setRight(block, nullptr);
-      return block;
-    }
-    countStep(*this);  // a node visited
-    if (keyLess(block, length, root)) {
-      char* child = treeInsert(leftOf(root), block, length);
-      setLeft(root, child);
-      if (priorityOf(child) > priorityOf(root)) root = rotateRight(root, child);
-    } else {
-      char* child = treeInsert(rightOf(root), block, length);
-      setRight(root, child);
-      if (priorityOf(child) > priorityOf(root)) root = rotateLeft(root, child);
-    }
-    return root;
-  }
-
-  // `pivot` is root's left (right) child, already read.
-  char* rotateRight(char* root, char* pivot) {
-    setLeft(root, rightOf(pivot));
-    setRight(pivot, root);
-    return pivot;
-  }
-  char* rotateLeft(char* root, char* pivot) {
-    setRight(root, leftOf(pivot));
-    setLeft(pivot, root);
-    return pivot;
-  }
-
-  char* treeErase(char* root, char* block, std::size_t length) {
-    if (root == nullptr) return nullptr;
-    countStep(*this);  // a node visited
-    if (root == block) return treeJoin(leftOf(root), rightOf(root));
-    if (keyLess(block, length, root)) setLeft(root, treeErase(leftOf(root), block, length));
-    else setRight(root, treeErase(rightOf(root), block, length));
-    return root;
-  }
-
-  char* treeJoin(char* a, char* b) {
-    if (a == nullptr) return b;
-    if (b == nullptr) return a;
-    countStep(*this);  // two nodes merged into one subtree
-    if (priorityOf(a) > priorityOf(b)) {
-      setRight(a, treeJoin(rightOf(a), b));
-      return a;
-    }
-    setLeft(b, treeJoin(a, leftOf(b)));
-    return b;
-  }
-
-  // Best (and first: in a size-ordered tree the first fit is the best) is the smallest
-  // block at least `length` long, exact the one equal to it, worst the longest.
-  char* treeFind(ListHead& list, char* root, std::size_t length) {
-    char* chosen = nullptr;
-    std::size_t chosenLength = 0;
-    if (config_.fit == ListFit::Worst) {
-      for (char* node = root; node != nullptr; node = rightOf(node)) {
-        countStep(*this);  // a node visited
-        chosen = node;
-      }
-      chosenLength = lengthOf(chosen);
-      if (chosenLength < length) return nullptr;
-    } else {
-      for (char* node = root; node != nullptr;) {
-        countStep(*this);  // a node visited
-        std::size_t nodeLength = lengthOf(node);
-        if (nodeLength >= length) {
-          chosen = node;
-          chosenLength = nodeLength;
-          node = leftOf(node);
-        } else {
-          node = rightOf(node);
-        }
-      }
-      if (chosen == nullptr || (config_.fit == ListFit::Exact && chosenLength != length)) return nullptr;
-    }
-    store(list.head, treeErase(root, chosen, chosenLength));
-    return chosen;
   }
 
   [[no_unique_address]] Config config_;
@@ -756,7 +527,7 @@ class SegregatedFitHeap : public Super {
   std::size_t tailCount_ = 0;
   std::size_t tableBytes_ = 0;
   std::size_t freesSinceCoalescing_ = 0;
-  ListHead* lists_ = nullptr;
+  FreeList* lists_ = nullptr;
   Tail* tails_ = nullptr;
   DLList chunks_;
 };
