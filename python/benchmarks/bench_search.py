@@ -130,43 +130,83 @@ def random_front(trace: Path, count: int, tmp: Path, seed: int, presets: Sequenc
     return hs.non_dominated(designs + list(presets), ("work", "footprint"))
 
 
-def compare_with_random(workload: Path, args) -> None:
-    """GE's front against random sampling's at equal evaluations (issue 20, deliverable 7),
-    alone: each trace and seed searched with a fresh cache (so the search's evaluations
-    are its simulations, presets included), then as many random distinct designs as it
-    simulated beyond the presets; both fronts include the presets."""
+def compare_with_random(workload: Path, args) -> list[dict]:
+    """The search's front against random sampling's at equal evaluations (issue 20,
+    deliverable 7): each trace and seed searched with a fresh cache, then as many random
+    distinct designs as the search simulated beyond the presets; both fronts include the
+    presets. One row per trace and seed."""
     tmp = Path(tempfile.mkdtemp(prefix="heapkit-ge-vs-random-"))
     objectives = ("work", "footprint")
     rows = []
     for name, scale in args.compare_traces:
-        trace = tmp / f"{name}-{scale}.hkt"
-        heapkit.record(REAL_PROGRAM if name == "python-ast" else [str(workload), name, str(scale)], trace)
+        recorded = tmp / f"{name}-{scale}-whole.hkt"
+        heapkit.record(REAL_PROGRAM if name == "python-ast" else [str(workload), name, str(scale)], recorded)
+        trace = recorded
+        if args.compare_ops and heapkit.stats(recorded).events > args.compare_ops:
+            trace = tmp / f"{name}-{scale}.hkt"
+            heapkit.trace_prefix(recorded, trace, args.compare_ops)
         for seed in range(1, args.seeds + 1):
             started = time.monotonic()
             result = hs.search(trace, tmp / f"ge-{name}-{seed}", objectives=objectives, population=args.population,
                                generations=args.generations, seed=seed, cache=tmp / f"ge-{name}-{seed}.sqlite",
-                               diverse=not args.no_diverse, mutation=args.mutation)
+                               diverse=not args.no_diverse, mutation=args.mutation, operators=args.operators,
+                               threads=args.threads)
             ge_seconds = time.monotonic() - started
             presets = list(result.presets.values())
-            count = max(1, result.evaluations - len(presets))
+            # The designs the search simulated beyond the presets: the random sample's size.
+            count = max(1, len({d.spec.key for d in result.evaluated} - {p.spec.key for p in presets}))
             started = time.monotonic()
             sampled = random_front(trace, count, tmp, seed, presets, cache=tmp / f"random-{name}-{seed}.sqlite")
             random_seconds = time.monotonic() - started
             kng = result.presets["KNG"]
             row = {"trace": name, "scale": scale, "events": kng.metrics["events"], "seed": seed,
-                   "individuals": result.individuals, "distinct": result.distinct, "evaluations": result.evaluations,
+                   "individuals": result.individuals, "distinct": result.distinct, "designs": count,
                    "ge": hs.hypervolume(result.front, objectives, kng),
                    "random": hs.hypervolume(sampled, objectives, kng),
                    "presets": hs.hypervolume(hs.non_dominated(presets, objectives), objectives, kng),
                    "ge_seconds": ge_seconds, "random_seconds": random_seconds}
             rows.append(row)
             print(json.dumps(row), flush=True)
-    print("| trace | events | seed | genomes | distinct | simulations | presets' HV | GE's HV | random's HV | GE - random |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(f"| {r['trace']} | {r['events']:,} | {r['seed']} | {r['individuals']} | {r['distinct']} | "
-              f"{r['evaluations']} | {r['presets']:.4f} | {r['ge']:.4f} | {r['random']:.4f} | {r['ge'] - r['random']:+.4f} |")
     shutil.rmtree(tmp, ignore_errors=True)
+    return rows
+
+
+def comparison_section(rows: list[dict], args) -> str:
+    """The "Convergence and random designs" subsection: per trace, the median over seeds of
+    each hypervolume and of the difference, how many seeds the search won, and the share
+    of its genomes that were distinct designs; then every run."""
+    command = (f"python python/benchmarks/bench_search.py build/bench/heapkit-workload docs/benchmarks.md "
+               f"--compare-only --write --compare-traces {','.join(f'{n}:{s}' for n, s in args.compare_traces)} "
+               f"--compare-ops {args.compare_ops} --seeds {args.seeds} --population {args.population} "
+               f"--generations {args.generations}")
+    traces = list(dict.fromkeys(r["trace"] for r in rows))
+    lines = ["### Convergence and random designs", "",
+             f"Command: `{command}` (also run by `make bench-search`). The search (population {args.population}, "
+             f"{args.generations} generations: tune's budget; objectives work and footprint; operators "
+             f"`{args.operators}`) against random sampling at equal evaluations: as many distinct random valid designs "
+             "(random genomes through the same grammar) as the search simulated beyond the presets, the presets in "
+             "both fronts; hypervolume of the front with work and footprint over Kingsley's, reference point (2, 2); "
+             f"seeds 1 to {args.seeds}, each search and each sample with a fresh cache. Traces: the workloads at the "
+             "scale given, CPython parsing its `email` package (python-ast)"
+             + (f", each cut to its first {args.compare_ops:,} operations" if args.compare_ops else "") + ".",
+             "", "| trace | events | designs simulated (median) | distinct / genomes | presets' HV | search's HV "
+             "(median) | random's HV (median) | search − random (median) | search wins |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name in traces:
+        mine = [r for r in rows if r["trace"] == name]
+        diffs = [r["ge"] - r["random"] for r in mine]
+        distinct = sum(r["distinct"] for r in mine) / sum(r["individuals"] for r in mine)
+        lines.append(f"| {name} | {mine[0]['events']:,} | {statistics.median(r['designs'] for r in mine):.0f} | "
+                     f"{distinct:.0%} | {mine[0]['presets']:.4f} | {statistics.median(r['ge'] for r in mine):.4f} | "
+                     f"{statistics.median(r['random'] for r in mine):.4f} | {statistics.median(diffs):+.4f} | "
+                     f"{sum(d > 0 for d in diffs)} of {len(diffs)} |")
+    lines += ["", "Every run:", "", "| trace | seed | genomes | distinct | designs simulated | search's HV | random's HV | "
+              "search − random | search, sampling (s) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['trace']} | {r['seed']} | {r['individuals']} | {r['distinct']} | {r['designs']} | "
+                     f"{r['ge']:.4f} | {r['random']:.4f} | {r['ge'] - r['random']:+.4f} | "
+                     f"{r['ge_seconds']:.0f}, {r['random_seconds']:.0f} |")
+    return "\n".join(lines) + "\n"
 
 
 def ray_speed(trace: Path, tmp: Path, cpus: int, designs: int) -> float:
