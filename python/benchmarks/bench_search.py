@@ -147,8 +147,9 @@ def compare_with_random(workload: Path, args) -> list[dict]:
             heapkit.trace_prefix(recorded, trace, args.compare_ops)
         for seed in range(1, args.seeds + 1):
             started = time.monotonic()
-            result = hs.search(trace, tmp / f"ge-{name}-{seed}", objectives=objectives, population=args.population,
-                               generations=args.generations, seed=seed, cache=tmp / f"ge-{name}-{seed}.sqlite",
+            result = hs.search(trace, tmp / f"ge-{name}-{seed}", objectives=objectives,
+                               population=args.compare_population, generations=args.compare_generations, seed=seed,
+                               cache=tmp / f"ge-{name}-{seed}.sqlite",
                                diverse=not args.no_diverse, mutation=args.mutation, operators=args.operators,
                                threads=args.threads)
             ge_seconds = time.monotonic() - started
@@ -177,12 +178,16 @@ def comparison_section(rows: list[dict], args) -> str:
     of its genomes that were distinct designs; then every run."""
     command = (f"python python/benchmarks/bench_search.py build/bench/heapkit-workload docs/benchmarks.md "
                f"--compare-only --write --compare-traces {','.join(f'{n}:{s}' for n, s in args.compare_traces)} "
-               f"--compare-ops {args.compare_ops} --seeds {args.seeds} --population {args.population} "
-               f"--generations {args.generations}")
+               f"--compare-ops {args.compare_ops} --seeds {args.seeds}"
+               + (f" --compare-population {args.compare_population} --compare-generations {args.compare_generations}"
+                  if (args.compare_population, args.compare_generations) != (24, 12) else "")
+               + (f" --operators {args.operators}" if args.operators != "subtree" else "")
+               + (" --no-diverse" if args.no_diverse else ""))
     traces = list(dict.fromkeys(r["trace"] for r in rows))
     lines = ["### Convergence and random designs", "",
-             f"Command: `{command}` (also run by `make bench-search`). The search (population {args.population}, "
-             f"{args.generations} generations: tune's budget; objectives work and footprint; operators "
+             f"Command: `{command}` (also run by `make bench-search`). The search (population "
+             f"{args.compare_population}, {args.compare_generations} generations: tune's budget; objectives work and "
+             "footprint; operators "
              f"`{args.operators}`) against random sampling at equal evaluations: as many distinct random valid designs "
              "(random genomes through the same grammar) as the search simulated beyond the presets, the presets in "
              "both fronts; hypervolume of the front with work and footprint over Kingsley's, reference point (2, 2); "
@@ -250,16 +255,29 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="tiny budgets everywhere: a smoke test, not figures")
     parser.add_argument("--compare-only", action="store_true",
-                        help="only GE against random sampling at equal evaluations (prints a table, writes no doc)")
-    parser.add_argument("--compare-traces", default="boxedsim:2,espresso:2,gcbench:1",
+                        help="only the search against random sampling at equal evaluations (prints the subsection; "
+                             "--write puts it in the doc)")
+    parser.add_argument("--write", action="store_true",
+                        help="with --compare-only: replace the doc's 'Convergence and random designs' subsection")
+    parser.add_argument("--compare-traces", default="boxedsim:2,espresso:2,gcbench:1,python-ast:1",
                         type=lambda text: [(n, int(s)) for n, s in (p.split(":") for p in text.split(","))],
-                        help="NAME:SCALE,... workloads for --compare-only (python-ast: the real program, any scale)")
-    parser.add_argument("--seeds", type=int, default=2, help="searches per trace for --compare-only")
-    parser.add_argument("--no-diverse", action="store_true", help="--compare-only without the new-design rule")
-    parser.add_argument("--mutation", type=float, default=0.02, help="the searches' per-codon mutation rate")
+                        help="NAME:SCALE,... workloads to compare on (python-ast: the real program, any scale)")
+    parser.add_argument("--compare-ops", type=int, default=200_000,
+                        help="compare on each trace's first N operations (0: the whole trace)")
+    parser.add_argument("--seeds", type=int, default=3, help="searches per trace in the comparison")
+    parser.add_argument("--compare-population", type=int, default=24, help="the comparison's population (tune's)")
+    parser.add_argument("--compare-generations", type=int, default=12, help="the comparison's generations (tune's)")
+    parser.add_argument("--no-diverse", action="store_true", help="compare without the new-design rule")
+    parser.add_argument("--operators", choices=("subtree", "codon"), default="subtree",
+                        help="the compared searches' variation operators")
+    parser.add_argument("--mutation", type=float, default=0.02, help="the per-codon mutation rate (codon operators)")
+    parser.add_argument("-j", "--threads", type=int, default=2, help="simulations at once")
     args = parser.parse_args()
     if args.compare_only:
-        compare_with_random(args.workload, args)
+        section = comparison_section(compare_with_random(args.workload, args), args)
+        print(section)
+        if args.write:
+            replace_section(args.doc, "Convergence and random designs", section, level=3)
         return
     big = {"population": 60, "generations": 100, "tune_population": 40, "tune_generations": 20, "ray_designs": 40}
     if args.quick:
@@ -274,13 +292,8 @@ def main() -> None:
     heapkit.record(REAL_PROGRAM, traces["python-ast"])
 
     rows = [quality(path, name, tmp, args) for name, path in traces.items()]
-    comparisons = {}
-    for row in rows:
-        random_designs = random_front(traces[row["trace"]], row["evaluations"], tmp, args.seed)
-        kng = row["presets"]["KNG"]
-        ge_hv = hs.hypervolume(row["front"], ("work", "footprint"), kng)
-        random_hv = hs.hypervolume(random_designs, ("work", "footprint"), kng)
-        comparisons[row["trace"]] = (ge_hv, random_hv, row["evaluations"])
+    # The search against random sampling at equal evaluations, at tune's budget, over seeds.
+    comparison = comparison_section(compare_with_random(args.workload, args), args)
 
     # Speed: the issue's budget on a ~1 M-event trace, with a fresh cache.
     speed_trace = tmp / "espresso-12.hkt"
@@ -298,7 +311,7 @@ def main() -> None:
     except Exception as error:  # noqa: BLE001 - the section says why it has no figures
         ray_rates["error"] = str(error)
 
-    section = render(args, big, rows, comparisons, speed, ray_rates)
+    section = render(args, big, rows, comparison, speed, ray_rates)
     if args.quick:
         print(section)
         return
@@ -307,7 +320,7 @@ def main() -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def render(args, big, rows, comparisons, speed, ray_rates) -> str:
+def render(args, big, rows, comparison, speed, ray_rates) -> str:
     def met(ok):
         return "**met**" if ok else "**missed**"
 
@@ -352,15 +365,14 @@ def render(args, big, rows, comparisons, speed, ray_rates) -> str:
                                              f"{met(saving >= target and r['within_2_percent'])} ({saving:.0%}); "
                                              if target is not None else "")
                      + f"measured footprint below glibc's and Lea's: {met(beats)}.")
-    lines += ["", "### Convergence and random designs", "",
-              "Hypervolume of the front (work and footprint over Kingsley's, reference 2, 2) per generation, and of the "
-              "front of as many random valid designs (random genomes through the same grammar) as the search evaluated:",
-              "", "| trace | generation 1 | middle | last | random designs | their hypervolume |", "|---|---:|---:|---:|---:|---:|"]
+    lines += ["", "### Convergence", "",
+              "Hypervolume of the front (work and footprint over Kingsley's, reference 2, 2) per generation, the "
+              "searches above:", "", "| trace | generation 1 | middle | last | simulations |", "|---|---:|---:|---:|---:|"]
     for r in rows:
         h = r["history"]
-        ge, rnd, n = comparisons[r["trace"]]
         lines.append(f"| {r['trace']} | {h[0]['hypervolume']:.3f} | {h[len(h) // 2]['hypervolume']:.3f} | "
-                     f"{h[-1]['hypervolume']:.3f} | {n:,} | {rnd:.3f} |")
+                     f"{h[-1]['hypervolume']:.3f} | {r['evaluations']:,} |")
+    lines += ["", comparison.rstrip("\n")]
     lines += ["", "### Speed", "",
               f"Population {big['population']} x {big['generations']} generations (three objectives) on a "
               f"{speed['events']:,}-event espresso trace, "
