@@ -183,6 +183,10 @@ def compare_with_random(workload: Path, args) -> list[dict]:
 TIE = 5e-5
 
 
+def _difference(d: float) -> str:
+    return "0.0000" if abs(d) < TIE else f"{d:+.4f}".replace("-", "−")
+
+
 def comparison_section(rows: list[dict], args) -> str:
     """The "Convergence and random designs" subsection: per trace, the median over seeds of
     each hypervolume and of the difference, how many seeds the search won, and the share
@@ -216,7 +220,7 @@ def comparison_section(rows: list[dict], args) -> str:
         distinct = sum(r["distinct"] for r in mine) / sum(r["individuals"] for r in mine)
         lines.append(f"| {name} | {mine[0]['events']:,} | {statistics.median(r['designs'] for r in mine):.0f} | "
                      f"{distinct:.0%} | {mine[0]['presets']:.4f} | {statistics.median(r['ge'] for r in mine):.4f} | "
-                     f"{statistics.median(r['random'] for r in mine):.4f} | {statistics.median(diffs):+.4f} | "
+                     f"{statistics.median(r['random'] for r in mine):.4f} | {_difference(statistics.median(diffs))} | "
                      f"{sum(d >= TIE for d in diffs)} of {len(diffs)}"
                      + (f" ({sum(abs(d) < TIE for d in diffs)} tied)" if any(abs(d) < TIE for d in diffs) else "")
                      + f" | {mine[0]['union']:.4f} |")
@@ -224,7 +228,7 @@ def comparison_section(rows: list[dict], args) -> str:
               "search − random | search, sampling (s) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['trace']} | {r['seed']} | {r['individuals']} | {r['distinct']} | {r['designs']} | "
-                     f"{r['ge']:.4f} | {r['random']:.4f} | {r['ge'] - r['random']:+.4f} | "
+                     f"{r['ge']:.4f} | {r['random']:.4f} | {_difference(r['ge'] - r['random'])} | "
                      f"{r['ge_seconds']:.0f}, {r['random_seconds']:.0f} |")
     return "\n".join(lines) + "\n"
 

@@ -8,9 +8,12 @@ The presets the grammar can express (KNG, LEA, FIB, S10, ALEA, HKS) are seeded i
 first population, with designs mixing page-segregated small objects and a best-fit heap (by
 size, or by lifetime: the short-lived sizes in an area of their own), and page-segregated
 designs on the class lists fitted to the trace,
-and NSGA-II keeps the non-dominated designs, so the front never loses to them. Every
-offspring derives a design not evaluated before (:func:`make_new`), and a share of them
-are random immigrants.
+and NSGA-II keeps the non-dominated designs (one design per point of objective space), so
+the front never loses to them. Offspring come from the derivation tree: a subtree swapped
+between parents or redrawn, the rest of the design kept (:func:`subtree_crossover`,
+:func:`subtree_mutation`; ``operators="codon"``: GE's one-point crossover and per-codon
+mutation). Every offspring derives a design not evaluated before (:func:`make_new`), and
+a share of them are random immigrants.
 
 Evaluations are simulations (:func:`heapkit.simulate`) on threads, memoised by the
 design's normalised form in an on-disk cache that later runs reuse. A checkpoint after
@@ -296,7 +299,9 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
     derives a design the search has not evaluated yet (:func:`make_new`); with
     ``seed_fitted`` (the default), the first population holds, after the presets, the
     page-segregated designs with the class lists fitted to the trace (up to half of it);
-    ``immigrants``: the share of each generation's offspring replaced by random genomes."""
+    ``immigrants``: the share of each generation's offspring replaced by random genomes;
+    ``operators``: OPERATORS; with ``unique_points`` (the default), NSGA-II selects one
+    design per point of objective space before any copy."""
     import time
 
     objectives = tuple(objectives)
@@ -645,6 +650,7 @@ def _settings(objectives, weights, population, mutation, crossover, seed, gramma
             "grammar": hashlib.sha256(grammar.to_text().encode()).hexdigest()}
 
 
-__all__ = ["DEFAULT_OBJECTIVES", "Design", "EvaluationCache", "Evaluator", "OBJECTIVES", "SearchResult", "confirm",
-           "default_cache_path", "dominates", "hypervolume", "make_new", "non_dominated", "search", "seed_genomes",
-           "write_front"]
+__all__ = ["DEFAULT_OBJECTIVES", "Design", "EvaluationCache", "Evaluator", "OBJECTIVES", "OPERATORS", "REFERENCE",
+           "SearchResult", "choice_crossover", "choice_mutation", "confirm", "default_cache_path", "dominates",
+           "hypervolume", "make_new", "non_dominated", "search", "seed_genomes", "subtree_crossover",
+           "subtree_mutation", "write_front"]
