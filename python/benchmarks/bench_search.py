@@ -130,43 +130,107 @@ def random_front(trace: Path, count: int, tmp: Path, seed: int, presets: Sequenc
     return hs.non_dominated(designs + list(presets), ("work", "footprint"))
 
 
-def compare_with_random(workload: Path, args) -> None:
-    """GE's front against random sampling's at equal evaluations (issue 20, deliverable 7),
-    alone: each trace and seed searched with a fresh cache (so the search's evaluations
-    are its simulations, presets included), then as many random distinct designs as it
-    simulated beyond the presets; both fronts include the presets."""
+def compare_with_random(workload: Path, args) -> list[dict]:
+    """The search's front against random sampling's at equal evaluations (issue 20,
+    deliverable 7): each trace and seed searched with a fresh cache, then as many random
+    distinct designs as the search simulated beyond the presets; both fronts include the
+    presets. One row per trace and seed."""
     tmp = Path(tempfile.mkdtemp(prefix="heapkit-ge-vs-random-"))
     objectives = ("work", "footprint")
     rows = []
     for name, scale in args.compare_traces:
-        trace = tmp / f"{name}-{scale}.hkt"
-        heapkit.record(REAL_PROGRAM if name == "python-ast" else [str(workload), name, str(scale)], trace)
+        recorded = tmp / f"{name}-{scale}-whole.hkt"
+        heapkit.record(REAL_PROGRAM if name == "python-ast" else [str(workload), name, str(scale)], recorded)
+        trace = recorded
+        if args.compare_ops and heapkit.stats(recorded).events > args.compare_ops:
+            trace = tmp / f"{name}-{scale}.hkt"
+            heapkit.trace_prefix(recorded, trace, args.compare_ops)
         for seed in range(1, args.seeds + 1):
             started = time.monotonic()
-            result = hs.search(trace, tmp / f"ge-{name}-{seed}", objectives=objectives, population=args.population,
-                               generations=args.generations, seed=seed, cache=tmp / f"ge-{name}-{seed}.sqlite",
-                               diverse=not args.no_diverse, mutation=args.mutation)
+            result = hs.search(trace, tmp / f"ge-{name}-{seed}", objectives=objectives,
+                               population=args.compare_population, generations=args.compare_generations, seed=seed,
+                               cache=tmp / f"ge-{name}-{seed}.sqlite",
+                               diverse=not args.no_diverse, mutation=args.mutation, operators=args.operators,
+                               threads=args.threads)
             ge_seconds = time.monotonic() - started
             presets = list(result.presets.values())
-            count = max(1, result.evaluations - len(presets))
+            # The designs the search simulated beyond the presets: the random sample's size.
+            count = max(1, len({d.spec.key for d in result.evaluated} - {p.spec.key for p in presets}))
             started = time.monotonic()
             sampled = random_front(trace, count, tmp, seed, presets, cache=tmp / f"random-{name}-{seed}.sqlite")
             random_seconds = time.monotonic() - started
             kng = result.presets["KNG"]
             row = {"trace": name, "scale": scale, "events": kng.metrics["events"], "seed": seed,
-                   "individuals": result.individuals, "distinct": result.distinct, "evaluations": result.evaluations,
+                   "individuals": result.individuals, "distinct": result.distinct, "designs": count,
                    "ge": hs.hypervolume(result.front, objectives, kng),
                    "random": hs.hypervolume(sampled, objectives, kng),
                    "presets": hs.hypervolume(hs.non_dominated(presets, objectives), objectives, kng),
                    "ge_seconds": ge_seconds, "random_seconds": random_seconds}
-            rows.append(row)
             print(json.dumps(row), flush=True)
-    print("| trace | events | seed | genomes | distinct | simulations | presets' HV | GE's HV | random's HV | GE - random |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(f"| {r['trace']} | {r['events']:,} | {r['seed']} | {r['individuals']} | {r['distinct']} | "
-              f"{r['evaluations']} | {r['presets']:.4f} | {r['ge']:.4f} | {r['random']:.4f} | {r['ge'] - r['random']:+.4f} |")
+            row["fronts"] = list(result.front) + list(sampled)
+            rows.append(row)
+        # The best front known: every run's fronts, search and sampling, together.
+        mine = [r for r in rows if r["trace"] == name]
+        union = hs.hypervolume(hs.non_dominated([d for r in mine for d in r.pop("fronts")], objectives), objectives,
+                               kng)
+        for r in mine:
+            r["union"] = union
     shutil.rmtree(tmp, ignore_errors=True)
+    return rows
+
+
+#: Hypervolumes closer than this are the same front (they differ in rounding alone).
+TIE = 5e-5
+
+
+def _difference(d: float) -> str:
+    return "0.0000" if abs(d) < TIE else f"{d:+.4f}".replace("-", "−")
+
+
+def comparison_section(rows: list[dict], args) -> str:
+    """The "Convergence and random designs" subsection: per trace, the median over seeds of
+    each hypervolume and of the difference, how many seeds the search won, and the share
+    of its genomes that were distinct designs; then every run."""
+    command = (f"python python/benchmarks/bench_search.py build/bench/heapkit-workload docs/benchmarks.md "
+               f"--compare-only --write --compare-traces {','.join(f'{n}:{s}' for n, s in args.compare_traces)} "
+               f"--compare-ops {args.compare_ops} --seeds {args.seeds}"
+               + (f" --compare-population {args.compare_population} --compare-generations {args.compare_generations}"
+                  if (args.compare_population, args.compare_generations) != (24, 12) else "")
+               + (f" --operators {args.operators}" if args.operators != "subtree" else "")
+               + (" --no-diverse" if args.no_diverse else ""))
+    traces = list(dict.fromkeys(r["trace"] for r in rows))
+    lines = ["### Convergence and random designs", "",
+             f"Command: `{command}` (also run by `make bench-search`). The search (population "
+             f"{args.compare_population}, {args.compare_generations} generations"
+             + (": tune's budget" if (args.compare_population, args.compare_generations) == (24, 12) else "")
+             + "; objectives work and "
+             "footprint; operators "
+             f"`{args.operators}`) against random sampling at equal evaluations: as many distinct random valid designs "
+             "(random genomes through the same grammar) as the search simulated beyond the presets, the presets in "
+             "both fronts; hypervolume of the front with work and footprint over Kingsley's, reference point (2, 2); "
+             f"seeds 1 to {args.seeds}, each search and each sample with a fresh cache. Traces: the workloads at the "
+             "scale given, CPython parsing its `email` package (python-ast)"
+             + (f", each cut to its first {args.compare_ops:,} operations where longer" if args.compare_ops else "") + ".",
+             "", "| trace | events | designs simulated (median) | distinct / genomes | presets' HV | search's HV "
+             "(median) | random's HV (median) | search − random (median) | search wins | best front of all runs |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name in traces:
+        mine = [r for r in rows if r["trace"] == name]
+        diffs = [r["ge"] - r["random"] for r in mine]
+        distinct = sum(r["distinct"] for r in mine) / sum(r["individuals"] for r in mine)
+        lines.append(f"| {name} | {mine[0]['events']:,} | {statistics.median(r['designs'] for r in mine):.0f} | "
+                     f"{distinct:.0%} | {mine[0]['presets']:.4f} | {statistics.median(r['ge'] for r in mine):.4f} | "
+                     f"{statistics.median(r['random'] for r in mine):.4f} | {_difference(statistics.median(diffs))} | "
+                     f"{sum(d >= TIE for d in diffs)} of {len(diffs)}"
+                     + (f" ({sum(abs(d) < TIE for d in diffs)} tied)" if any(abs(d) < TIE for d in diffs) else "")
+                     + f" | {mine[0]['union']:.4f} |")
+    lines += ["", "Every run:", "", "| trace | seed | genomes | distinct | designs simulated | search's HV | random's HV | "
+              "search − random | search, sampling (s) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['trace']} | {r['seed']} | {r['individuals']} | {r['distinct']} | {r['designs']} | "
+                     f"{r['ge']:.4f} | {r['random']:.4f} | {_difference(r['ge'] - r['random'])} | "
+                     f"{r['ge_seconds']:.0f}, {r['random_seconds']:.0f} |")
+    return "\n".join(lines) + "\n"
 
 
 def ray_speed(trace: Path, tmp: Path, cpus: int, designs: int) -> float:
@@ -210,16 +274,29 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="tiny budgets everywhere: a smoke test, not figures")
     parser.add_argument("--compare-only", action="store_true",
-                        help="only GE against random sampling at equal evaluations (prints a table, writes no doc)")
-    parser.add_argument("--compare-traces", default="boxedsim:2,espresso:2,gcbench:1",
+                        help="only the search against random sampling at equal evaluations (prints the subsection; "
+                             "--write puts it in the doc)")
+    parser.add_argument("--write", action="store_true",
+                        help="with --compare-only: replace the doc's 'Convergence and random designs' subsection")
+    parser.add_argument("--compare-traces", default="boxedsim:2,espresso:2,gcbench:1,python-ast:1",
                         type=lambda text: [(n, int(s)) for n, s in (p.split(":") for p in text.split(","))],
-                        help="NAME:SCALE,... workloads for --compare-only (python-ast: the real program, any scale)")
-    parser.add_argument("--seeds", type=int, default=2, help="searches per trace for --compare-only")
-    parser.add_argument("--no-diverse", action="store_true", help="--compare-only without the new-design rule")
-    parser.add_argument("--mutation", type=float, default=0.02, help="the searches' per-codon mutation rate")
+                        help="NAME:SCALE,... workloads to compare on (python-ast: the real program, any scale)")
+    parser.add_argument("--compare-ops", type=int, default=200_000,
+                        help="compare on each trace's first N operations (0: the whole trace)")
+    parser.add_argument("--seeds", type=int, default=3, help="searches per trace in the comparison")
+    parser.add_argument("--compare-population", type=int, default=24, help="the comparison's population (tune's)")
+    parser.add_argument("--compare-generations", type=int, default=12, help="the comparison's generations (tune's)")
+    parser.add_argument("--no-diverse", action="store_true", help="compare without the new-design rule")
+    parser.add_argument("--operators", choices=("subtree", "codon"), default="subtree",
+                        help="the compared searches' variation operators")
+    parser.add_argument("--mutation", type=float, default=0.02, help="the per-codon mutation rate (codon operators)")
+    parser.add_argument("-j", "--threads", type=int, default=2, help="simulations at once")
     args = parser.parse_args()
     if args.compare_only:
-        compare_with_random(args.workload, args)
+        section = comparison_section(compare_with_random(args.workload, args), args)
+        print(section)
+        if args.write:
+            replace_section(args.doc, "Convergence and random designs", section, level=3)
         return
     big = {"population": 60, "generations": 100, "tune_population": 40, "tune_generations": 20, "ray_designs": 40}
     if args.quick:
@@ -234,13 +311,8 @@ def main() -> None:
     heapkit.record(REAL_PROGRAM, traces["python-ast"])
 
     rows = [quality(path, name, tmp, args) for name, path in traces.items()]
-    comparisons = {}
-    for row in rows:
-        random_designs = random_front(traces[row["trace"]], row["evaluations"], tmp, args.seed)
-        kng = row["presets"]["KNG"]
-        ge_hv = hs.hypervolume(row["front"], ("work", "footprint"), kng)
-        random_hv = hs.hypervolume(random_designs, ("work", "footprint"), kng)
-        comparisons[row["trace"]] = (ge_hv, random_hv, row["evaluations"])
+    # The search against random sampling at equal evaluations, at tune's budget, over seeds.
+    comparison = comparison_section(compare_with_random(args.workload, args), args)
 
     # Speed: the issue's budget on a ~1 M-event trace, with a fresh cache.
     speed_trace = tmp / "espresso-12.hkt"
@@ -258,7 +330,7 @@ def main() -> None:
     except Exception as error:  # noqa: BLE001 - the section says why it has no figures
         ray_rates["error"] = str(error)
 
-    section = render(args, big, rows, comparisons, speed, ray_rates)
+    section = render(args, big, rows, comparison, speed, ray_rates)
     if args.quick:
         print(section)
         return
@@ -267,7 +339,7 @@ def main() -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def render(args, big, rows, comparisons, speed, ray_rates) -> str:
+def render(args, big, rows, comparison, speed, ray_rates) -> str:
     def met(ok):
         return "**met**" if ok else "**missed**"
 
@@ -312,15 +384,14 @@ def render(args, big, rows, comparisons, speed, ray_rates) -> str:
                                              f"{met(saving >= target and r['within_2_percent'])} ({saving:.0%}); "
                                              if target is not None else "")
                      + f"measured footprint below glibc's and Lea's: {met(beats)}.")
-    lines += ["", "### Convergence and random designs", "",
-              "Hypervolume of the front (work and footprint over Kingsley's, reference 2, 2) per generation, and of the "
-              "front of as many random valid designs (random genomes through the same grammar) as the search evaluated:",
-              "", "| trace | generation 1 | middle | last | random designs | their hypervolume |", "|---|---:|---:|---:|---:|---:|"]
+    lines += ["", "### Convergence", "",
+              "Hypervolume of the front (work and footprint over Kingsley's, reference 2, 2) per generation, the "
+              "searches above:", "", "| trace | generation 1 | middle | last | simulations |", "|---|---:|---:|---:|---:|"]
     for r in rows:
         h = r["history"]
-        ge, rnd, n = comparisons[r["trace"]]
         lines.append(f"| {r['trace']} | {h[0]['hypervolume']:.3f} | {h[len(h) // 2]['hypervolume']:.3f} | "
-                     f"{h[-1]['hypervolume']:.3f} | {n:,} | {rnd:.3f} |")
+                     f"{h[-1]['hypervolume']:.3f} | {r['evaluations']:,} |")
+    lines += ["", comparison.rstrip("\n")]
     lines += ["", "### Speed", "",
               f"Population {big['population']} x {big['generations']} generations (three objectives) on a "
               f"{speed['events']:,}-event espresso trace, "

@@ -7,9 +7,11 @@ import re
 from pathlib import Path
 
 
-def replace_section(doc: Path, heading: str, section: str) -> None:
+def replace_section(doc: Path, heading: str, section: str, level: int = 2) -> None:
+    """``level`` 3 replaces a ``###`` subsection, up to the next heading of level 2 or 3."""
     text = doc.read_text()
-    pattern = re.compile(rf"^## {re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
+    marks = "#" * level
+    pattern = re.compile(rf"^{marks} {re.escape(heading)}\n.*?(?=^#{{2,{level}}} |\Z)", re.S | re.M)
     if pattern.search(text):
         text = pattern.sub(lambda _: section + "\n", text, count=1)
     else:

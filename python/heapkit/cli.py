@@ -526,7 +526,11 @@ def _design_table(title: str, designs, objectives, references: dict[str, dict[st
                                               "objective (a weighted sum of the objectives over Kingsley's).")
 @click.option("--population", type=click.IntRange(min=4), default=60, show_default=True)
 @click.option("--generations", type=click.IntRange(min=1), default=100, show_default=True)
-@click.option("--mutation", type=click.FloatRange(0, 1), default=0.02, show_default=True, help="Per-codon probability.")
+@click.option("--operators", type=click.Choice(["subtree", "codon"]), default="subtree", show_default=True,
+              help="subtree: crossover and mutation on the derivation tree (one subtree swapped or redrawn, the rest "
+                   "kept); codon: GE's one-point crossover and per-codon mutation (--mutation).")
+@click.option("--mutation", type=click.FloatRange(0, 1), default=0.02, show_default=True,
+              help="Per-codon probability (--operators codon).")
 @click.option("--immigrants", type=click.FloatRange(0, 1), default=0.25, show_default=True,
               help="Share of each generation's offspring replaced by random genomes.")
 @click.option("--crossover", type=click.FloatRange(0, 1), default=0.8, show_default=True)
@@ -544,8 +548,8 @@ def _design_table(title: str, designs, objectives, references: dict[str, dict[st
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write an HTML report (profile, the front, convergence, DMM maps).")
 def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: str, weights: str | None, population: int,
-           generations: int, mutation: float, immigrants: float, crossover: float, seed: int, resume: bool, cache: Path | None,
-           threads: int | None, cluster: str | None, sample: int | None, energy: Path | None, no_glibc: bool,
+           generations: int, operators: str, mutation: float, immigrants: float, crossover: float, seed: int, resume: bool,
+           cache: Path | None, threads: int | None, cluster: str | None, sample: int | None, energy: Path | None, no_glibc: bool,
            report_path: Path | None) -> None:
     """Search the DMM design space for TRACE by grammatical evolution: the Pareto front (or,
     with --weights, the best designs) written to OUTPUT/front.json and OUTPUT/specs/, with a
@@ -578,7 +582,7 @@ def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: st
         front, result = find_designs(trace, out_dir, objectives=chosen, sample=sample, glibc_reference=not no_glibc,
                                      progress=progress, grammar=grammar_obj, weights=weight_values,
                                      population=population, generations=generations, mutation=mutation,
-                                     immigrants=immigrants,
+                                     immigrants=immigrants, operators=operators,
                                      crossover=crossover, seed=seed, resume=resume, cache=cache, threads=threads,
                                      energy=model, runner=runner)
     if result.interrupted:

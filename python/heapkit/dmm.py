@@ -66,6 +66,15 @@ SpecLike = Union[Spec, str, Path, dict]
 def parse_spec(text: str, source: str = "") -> Spec:
     """Validates spec text; raises SpecError naming the offending field."""
     parsed = _core.parse_spec(text)
+    if parsed["normalized"] != text:
+        # The normal form spells out what the text left to be derived (class sizes from a
+        # class count, doubling from the range's start), and the simulator reads that: a
+        # derived value beyond the format's limits (16 classes above 1 MiB reach 32 GiB)
+        # fails here, not in the middle of a batch of simulations.
+        try:
+            _core.parse_spec(parsed["normalized"])
+        except SpecError as error:
+            raise SpecError(f"{error} (derived from the spec's other fields)") from None
     name = parsed["name"] or (Path(source).stem if source and not source.startswith("preset:") else "design")
     return Spec(name=name, description=parsed["description"], normalized=parsed["normalized"], source=source)
 

@@ -117,6 +117,78 @@ class Grammar:
             stack.extend(reversed(alternatives[choice]))
         return "".join(out), used
 
+    def choices(self, genome: Sequence[int], max_wraps: int = MAX_WRAPS) -> list[tuple[int, int]]:
+        """The choices the derivation of ``genome`` makes, in order: for each, the index of
+        the codon it reads and how many alternatives it chose among (k > 1). Changing a
+        codon to another value modulo k picks another alternative there; codons no choice
+        reads change nothing."""
+        read: list[tuple[int, int]] = []
+        if not genome:
+            return read
+        stack = [self.start]
+        limit = len(genome) * (max_wraps + 1)
+        while stack:
+            item = stack.pop()
+            if not item.startswith("<"):
+                continue
+            alternatives = self.rules[item]
+            choice = 0
+            if len(alternatives) > 1:
+                if len(read) >= limit:
+                    break
+                index = len(read) % len(genome)
+                read.append((index, len(alternatives)))
+                choice = genome[index] % len(alternatives)
+            stack.extend(reversed(alternatives[choice]))
+        return read
+
+    def subtrees(self, genome: Sequence[int]) -> list[tuple[str, int, int]] | None:
+        """The derivation tree of ``genome`` as (nonterminal, start, end) for every node, in
+        the order expanded: the codons genome[start:end] are exactly those its subtree
+        reads (a leftmost derivation reads each subtree's codons in one block), so another
+        block deriving the same nonterminal can replace them, and the rest of the genome
+        derives what it derived before. None when the derivation wraps around the genome
+        (its blocks are not contiguous then)."""
+        nodes: list[tuple[str, int, int] | None] = []
+        position = 0
+
+        def expand(symbol: str) -> bool:
+            nonlocal position
+            start, alternatives = position, self.rules[symbol]
+            choice = 0
+            if len(alternatives) > 1:
+                if position >= len(genome):
+                    return False
+                choice = genome[position] % len(alternatives)
+                position += 1
+            index = len(nodes)
+            nodes.append(None)
+            for item in alternatives[choice]:
+                if item.startswith("<") and not expand(item):
+                    return False
+            nodes[index] = (symbol, start, position)
+            return True
+
+        return nodes if expand(self.start) else None  # type: ignore[return-value]
+
+    def random_subtree(self, symbol: str, rng, avoid: int | None = None, max_codons: int = 256) -> list[int]:
+        """Codons that derive ``symbol`` by random choices (its first choice other than
+        alternative ``avoid``), as a block to put in place of one of its subtrees."""
+        codons: list[int] = []
+        stack = [symbol]
+        first = True
+        while stack and len(codons) < max_codons:
+            alternatives = self.rules[stack.pop()]
+            choice = 0
+            if len(alternatives) > 1:
+                choice = rng.randrange(len(alternatives))
+                if first and avoid is not None:
+                    choice = (avoid + 1 + rng.randrange(len(alternatives) - 1)) % len(alternatives)
+                codons.append(choice + len(alternatives) * rng.randrange(256 // len(alternatives)))
+            first = False
+            stack.extend(item for item in reversed(alternatives[choice]) if item.startswith("<"))
+        return codons
+
     def genome_for(self, target: str, max_codons: int = 64) -> list[int] | None:
         """A genome that derives exactly ``target`` (white space ignored), found by a
         depth-first search over the choices; None if none does within max_codons."""

@@ -8,9 +8,12 @@ The presets the grammar can express (KNG, LEA, FIB, S10, ALEA, HKS) are seeded i
 first population, with designs mixing page-segregated small objects and a best-fit heap (by
 size, or by lifetime: the short-lived sizes in an area of their own), and page-segregated
 designs on the class lists fitted to the trace,
-and NSGA-II keeps the non-dominated designs, so the front never loses to them. Every
-offspring derives a design not evaluated before (:func:`make_new`), and a share of them
-are random immigrants.
+and NSGA-II keeps the non-dominated designs (one design per point of objective space), so
+the front never loses to them. Offspring come from the derivation tree: a subtree swapped
+between parents or redrawn, the rest of the design kept (:func:`subtree_crossover`,
+:func:`subtree_mutation`; ``operators="codon"``: GE's one-point crossover and per-codon
+mutation). Every offspring derives a design not evaluated before (:func:`make_new`), and
+a share of them are random immigrants.
 
 Evaluations are simulations (:func:`heapkit.simulate`) on threads, memoised by the
 design's normalised form in an on-disk cache that later runs reuse. A checkpoint after
@@ -50,7 +53,13 @@ from heapkit.grammar import (PRESET_ALTERNATIVES, Grammar, GrammarError, design_
 # list steps alone, which miss cache misses and page faults (docs/search.md).
 OBJECTIVES = ("time", "work", "footprint", "energy")
 DEFAULT_OBJECTIVES = ("time", "footprint", "energy")
+# How offspring are varied: "subtree", crossover and mutation on the derivation tree
+# (subtree_crossover, subtree_mutation); "codon", GE's classic one-point crossover and
+# per-codon uniform mutation over the whole genome (--mutation's rate).
+OPERATORS = ("subtree", "codon")
 INFEASIBLE = 1e30
+# The hypervolume's reference point: twice Kingsley's in every objective.
+REFERENCE = 2.0
 # Designs needing more steps per operation than this (a long list walked on every free)
 # are abandoned: nothing a search would pick, and they could take hours on a large trace.
 MAX_STEPS_PER_EVENT = 400
@@ -86,6 +95,7 @@ class SearchResult:
     interrupted: bool = False
     individuals: int = 0  # genomes evaluated (the initial population and every offspring)
     distinct: int = 0  # distinct designs among them (by normalised spec)
+    evaluated: list[Design] = field(default_factory=list)  # those designs, one each (presets included if derived)
     # The trace's threads allocate concurrently: the grammar derived only designs with a
     # heap per thread, and the front holds no preset that would run behind one lock.
     heap_per_thread: bool = False
@@ -266,10 +276,10 @@ def hypervolume(designs: Sequence[Design], objectives: Sequence[str], baseline: 
     """Of the front normalised to the baseline (Kingsley), against the reference point 2
     in every objective: larger is better."""
     points = [[d.objective(o) / max(baseline.objective(o), 1e-12) for o in objectives] for d in designs]
-    points = [p for p in points if all(x < 2 for x in p)]
+    points = [p for p in points if all(x < REFERENCE for x in p)]
     if not points:
         return 0.0
-    return float(moocore.hypervolume(points, ref=[2.0] * len(objectives)))
+    return float(moocore.hypervolume(points, ref=[REFERENCE] * len(objectives)))
 
 
 Progress = Callable[[dict], None]
@@ -281,14 +291,17 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
            seed: int = 1, resume: bool = False, cache: str | Path | None = None, threads: int | None = None,
            energy: dict | None = None, genome_length: tuple[int, int] = (16, 48),
            progress: Progress | None = None, runner: Optional[Callable[[list[Spec]], list[dict]]] = None,
-           diverse: bool = True, seed_fitted: bool = True, immigrants: float = 0.25) -> SearchResult:
+           diverse: bool = True, seed_fitted: bool = True, immigrants: float = 0.25,
+           operators: str = "subtree", unique_points: bool = True) -> SearchResult:
     """Grammatical evolution of DMM designs for ``trace``; writes ``out_dir/checkpoint.pkl``
     after each generation and returns the front (see the module's docstring). With
     ``diverse`` (the default), every genome of the first population and every offspring
     derives a design the search has not evaluated yet (:func:`make_new`); with
     ``seed_fitted`` (the default), the first population holds, after the presets, the
     page-segregated designs with the class lists fitted to the trace (up to half of it);
-    ``immigrants``: the share of each generation's offspring replaced by random genomes."""
+    ``immigrants``: the share of each generation's offspring replaced by random genomes;
+    ``operators``: OPERATORS; with ``unique_points`` (the default), NSGA-II selects one
+    design per point of objective space before any copy."""
     import time
 
     objectives = tuple(objectives)
@@ -297,6 +310,8 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
             raise ValueError(f"unknown objective '{o}' (any of {', '.join(OBJECTIVES)})")
     if weights is not None and len(weights) != len(objectives):
         raise ValueError(f"{len(weights)} weights for {len(objectives)} objectives")
+    if operators not in OPERATORS:
+        raise ValueError(f"unknown operators '{operators}' (any of {', '.join(OPERATORS)})")
     if population < 4 or generations < 1:
         raise ValueError("a search needs a population of at least 4 and at least one generation")
     out = Path(out_dir)
@@ -354,7 +369,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
     if resume and checkpoint_path.exists():
         with open(checkpoint_path, "rb") as f:
             state = pickle.load(f)
-        if state["settings"] != _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants):
+        if state["settings"] != _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants, operators, unique_points):
             raise ValueError(f"{checkpoint_path} is of a search with other settings: start afresh without --resume")
         rng = random.Random()
         rng.setstate(state["rng"])
@@ -383,7 +398,21 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
 
     def select(individuals: list, k: int) -> list:
         if weights is None:
-            return tools.selNSGA2(individuals, k)
+            if not unique_points:
+                return tools.selNSGA2(individuals, k)
+            # One design per point of objective space: designs that differ only in
+            # settings that change nothing on this trace (a cache size it never fills)
+            # would otherwise fill the population with copies of one point and leave no
+            # room to explore; the copies come last.
+            firsts, copies, points = [], [], set()
+            for individual in individuals:
+                (copies if individual.fitness.values in points else firsts).append(individual)
+                points.add(individual.fitness.values)
+            chosen = tools.selNSGA2(firsts, min(k, len(firsts)))
+            for copy in copies[:k - len(chosen)]:
+                copy.fitness.crowding_dist = 0.0
+                chosen.append(copy)
+            return chosen
         return sorted(individuals, key=lambda i: i.fitness.values[0])[:k]  # elitist (mu + lambda)
 
     interrupted = False
@@ -394,16 +423,23 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
                 parents = tools.selTournamentDCD(pop, population) if weights is None and population % 4 == 0 \
                     else [random.choice(pop) for _ in range(population)]
                 offspring = [_make(fitness_class, list(p)) for p in parents]
-                for a, b in zip(offspring[::2], offspring[1::2]):
-                    if random.random() < crossover and len(a) > 1 and len(b) > 1:
-                        tools.cxOnePoint(a, b)
-                for individual in offspring:
-                    tools.mutUniformInt(individual, 0, 255, indpb=mutation)
+                if operators == "subtree":
+                    for a, b in zip(offspring[::2], offspring[1::2]):
+                        if random.random() < crossover:
+                            subtree_crossover(grammar, a, b, random)
+                    for individual in offspring:
+                        subtree_mutation(grammar, individual, random)
+                else:
+                    for a, b in zip(offspring[::2], offspring[1::2]):
+                        if random.random() < crossover and len(a) > 1 and len(b) > 1:
+                            tools.cxOnePoint(a, b)
+                    for individual in offspring:
+                        tools.mutUniformInt(individual, 0, 255, indpb=mutation)
                 # Random immigrants: a share of the offspring replaced by fresh random genomes.
                 for index in range(len(offspring)):
-                    if immigrants and rng.random() < immigrants:
-                        offspring[index] = _make(fitness_class, [rng.randrange(256)
-                                                                 for _ in range(rng.randint(*genome_length))])
+                    if immigrants and random.random() < immigrants:
+                        offspring[index] = _make(fitness_class, [random.randrange(256)
+                                                                 for _ in range(random.randint(*genome_length))])
             if diverse:
                 # An offspring whose design the search has already evaluated (or another
                 # offspring of this generation derives) would cost an evaluation and teach
@@ -422,7 +458,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
                             "individuals": individuals_evaluated, "distinct": len(archive),
                             "seconds": time.monotonic() - started})
             with open(checkpoint_path.with_suffix(".tmp"), "wb") as f:
-                pickle.dump({"settings": _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants),
+                pickle.dump({"settings": _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants, operators, unique_points),
                              "rng": rng.getstate(), "generation": generation, "history": history,
                              "population": [list(i) for i in pop],
                              "archive": [(d.spec.normalized, d.spec.name, d.metrics, d.genome) for d in archive.values()],
@@ -439,7 +475,8 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
         front = sorted(front, key=lambda d: scored(d))
     return SearchResult(front=front, presets=preset_designs, history=history, evaluations=evaluator.evaluations,
                         cache_hits=evaluator.cache_hits, seconds=time.monotonic() - started, interrupted=interrupted,
-                        individuals=individuals_evaluated, distinct=len(archive), heap_per_thread=heap_per_thread)
+                        individuals=individuals_evaluated, distinct=len(archive), evaluated=list(archive.values()),
+                        heap_per_thread=heap_per_thread)
 
 
 def confirm(result: SearchResult, trace: str | Path, objectives: Sequence[str], *, cache: str | Path | None = None,
@@ -535,6 +572,68 @@ def make_new(grammar: Grammar, genome: list[int], seen: set[str], rng: random.Ra
     return False
 
 
+def subtree_crossover(grammar: Grammar, a: list[int], b: list[int], rng: random.Random, tries: int = 8) -> None:
+    """Swaps a subtree of one parent's derivation for one of the other's deriving the same
+    nonterminal (a part, a general allocator, a policy's value, a whole page_segregated
+    heap...): each child keeps everything else its parent derived (the derivation-tree
+    crossover of grammar-based GP, on GE's codon blocks). When a derivation wraps around
+    its genome, or the parents share no such subtree, a cut among the codons both read
+    (:func:`choice_crossover`)."""
+    tree_a, tree_b = grammar.subtrees(a), grammar.subtrees(b)
+    if tree_a and tree_b:
+        nodes = [n for n in tree_a[1:] if n[2] > n[1]]
+        for _ in range(tries if nodes else 0):
+            symbol, start, end = nodes[rng.randrange(len(nodes))]
+            matches = [n for n in tree_b[1:] if n[0] == symbol and b[n[1]:n[2]] != a[start:end]]
+            if matches:
+                _, b_start, b_end = matches[rng.randrange(len(matches))]
+                a[:], b[:] = a[:start] + b[b_start:b_end] + a[end:], b[:b_start] + a[start:end] + b[b_end:]
+                return
+    choice_crossover(grammar, a, b, rng)
+
+
+def subtree_mutation(grammar: Grammar, genome: list[int], rng: random.Random) -> None:
+    """Another alternative at one choice of the derivation, drawn uniformly among its
+    choices, with a random subtree below it; the rest of the derivation unchanged (a
+    point mutation of GE reinterprets every codon after a changed choice whose
+    alternatives differ in shape). When the derivation wraps, :func:`choice_mutation`."""
+    tree = grammar.subtrees(genome)
+    nodes = [n for n in tree or [] if len(grammar.rules[n[0]]) > 1]
+    if not nodes:
+        choice_mutation(grammar, genome, rng)
+        return
+    symbol, start, end = nodes[rng.randrange(len(nodes))]
+    block = grammar.random_subtree(symbol, rng, avoid=genome[start] % len(grammar.rules[symbol]))
+    genome[:] = genome[:start] + block + genome[end:]
+
+
+def choice_crossover(grammar: Grammar, a: list[int], b: list[int], rng: random.Random) -> None:
+    """One-point crossover with the cut among the codons both derivations read: the head
+    of one parent's choices with the tail of the other's. (A cut beyond the codons a
+    genome reads, as DEAP's cxOnePoint often makes on genomes of 16 to 48 codons, changes
+    nothing.)"""
+    read = min(len(grammar.choices(a)), len(a), len(grammar.choices(b)), len(b))
+    if read < 2:
+        return
+    cut = rng.randrange(1, read)
+    a[cut:], b[cut:] = b[cut:], a[cut:]
+
+
+def choice_mutation(grammar: Grammar, genome: list[int], rng: random.Random) -> None:
+    """Another alternative at one choice of the derivation, drawn uniformly among the
+    choices it makes: a leaf's choice (a fit, a policy's value) changes that value alone,
+    one nearer the root a whole part. (Per-codon mutation at GE's rates mostly hits codons
+    the derivation does not read, and a changed codon keeps its alternative with
+    probability 1/k.)"""
+    read = grammar.choices(genome)
+    if not read:
+        return
+    index, alternatives = read[rng.randrange(len(read))]
+    old = genome[index] % alternatives
+    value = genome[index] - old + (old + rng.randrange(1, alternatives)) % alternatives
+    genome[index] = value if value < 256 else value - alternatives
+
+
 def _make(fitness_class, genome: Sequence[int]) -> _Individual:
     individual = _Individual(genome)
     individual.fitness = fitness_class()
@@ -543,13 +642,15 @@ def _make(fitness_class, genome: Sequence[int]) -> _Individual:
 
 
 def _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse=True,
-              seed_fitted=True, immigrants=0.0) -> dict:
+              seed_fitted=True, immigrants=0.0, operators="codon", unique_points=False) -> dict:
     return {"objectives": list(objectives), "weights": list(weights) if weights else None, "population": population,
             "mutation": mutation, "crossover": crossover, "seed": seed, "diverse": diverse, "seed_fitted": seed_fitted,
-            "immigrants": immigrants,
+            "immigrants": immigrants, "operators": operators,
+            "unique_points": unique_points,
             "grammar": hashlib.sha256(grammar.to_text().encode()).hexdigest()}
 
 
-__all__ = ["DEFAULT_OBJECTIVES", "Design", "EvaluationCache", "Evaluator", "OBJECTIVES", "SearchResult", "confirm",
-           "default_cache_path", "dominates", "hypervolume", "make_new", "non_dominated", "search", "seed_genomes",
-           "write_front"]
+__all__ = ["DEFAULT_OBJECTIVES", "Design", "EvaluationCache", "Evaluator", "OBJECTIVES", "OPERATORS", "REFERENCE",
+           "SearchResult", "choice_crossover", "choice_mutation", "confirm", "default_cache_path", "dominates",
+           "hypervolume", "make_new", "non_dominated", "search", "seed_genomes", "subtree_crossover",
+           "subtree_mutation", "write_front"]

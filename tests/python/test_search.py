@@ -187,6 +187,143 @@ def test_make_new_walks_to_a_design_not_yet_seen(monkeypatch):
     assert g.derive(stuck) in everything
 
 
+def test_the_choices_a_derivation_makes():
+    g = Grammar.parse(MINI)
+    # <s> reads codon 0 (2 alternatives), <a> codon 1 (3), <b> codon 2 (2), <a> codon 3 (3).
+    assert g.choices([4, 3, 0, 7]) == [(0, 2), (1, 3), (2, 2), (3, 3)]
+    assert g.choices([1, 9, 9]) == [(0, 2)]  # "x": one choice; the other codons are never read
+    assert g.choices([0, 1]) == [(0, 2), (1, 3), (0, 2), (1, 3)]  # wrapped: codons read again
+
+
+def test_choice_mutation_always_picks_another_alternative_at_one_choice():
+    g = Grammar.parse(MINI)
+    rng = random.Random(3)
+    for _ in range(500):
+        genome = [rng.randrange(256) for _ in range(rng.randint(4, 6))]  # long enough not to wrap
+        before = list(genome)
+        hs.choice_mutation(g, genome, rng)
+        changed = [i for i, (a, b) in enumerate(zip(before, genome)) if a != b]
+        assert len(changed) == 1 and all(0 <= c < 256 for c in genome)
+        alternatives = dict(g.choices(before))
+        assert changed[0] in alternatives  # a codon the derivation reads
+        k = alternatives[changed[0]]
+        assert before[changed[0]] % k != genome[changed[0]] % k  # another alternative there
+        assert g.derive(genome) != g.derive(before)  # in MINI every other alternative derives other text
+
+
+def test_choice_crossover_cuts_where_both_parents_read():
+    g = Grammar.parse(MINI)
+    rng = random.Random(4)
+    for _ in range(200):
+        a, b = [rng.randrange(256) for _ in range(8)], [rng.randrange(256) for _ in range(8)]
+        if len(g.choices(a)) < 2 or len(g.choices(b)) < 2:
+            continue
+        a0, b0 = list(a), list(b)
+        hs.choice_crossover(g, a, b, rng)
+        cut = next(i for i in range(8) if a[i] != a0[i] or i == 7) if a != a0 else None
+        if cut is not None:
+            assert a[:cut] == a0[:cut] and a[cut:] == b0[cut:] and b[cut:] == a0[cut:]
+            assert 1 <= cut < min(len(g.choices(a0)), len(g.choices(b0)))
+
+
+def test_a_design_whose_derived_classes_exceed_the_limits_is_invalid():
+    """16 power-of-two classes from 1 MiB reach 32 GiB: the spec is refused when made (the
+    search scores it infeasible), not by the simulator in the middle of a batch."""
+    part = ('{"upto": 1048576, "mechanism": "kingsley"}, {"upto": null, "mechanism": "strict_segregated_fit", '
+            '"classes": 16, "header": "size8", "list": {"structure": "singly_linked", "fit": "first", "order": "lifo"}, '
+            '"chunk": {"bytes": 65536, "max_bytes": 1048576, "growth": 1.0}}')
+    with pytest.raises(ValueError, match="class_sizes"):
+        design_from_text(part)
+    assert design_from_text(part.replace('"classes": 16', '"classes": 4')) is not None
+
+
+def test_a_subtree_is_one_block_of_codons():
+    g = Grammar.parse(MINI)
+    # [4, 3, 0, 7]: <s>=<a><b> reads codon 0, <a> codon 1, <b>=<a> codon 2, whose <a> codon 3.
+    assert g.subtrees([4, 3, 0, 7]) == [("<s>", 0, 4), ("<a>", 1, 2), ("<b>", 2, 4), ("<a>", 3, 4)]
+    assert g.subtrees([1, 9]) == [("<s>", 0, 1)]
+    assert g.subtrees([0, 1]) is None  # wraps around: its blocks are not contiguous
+    rng = random.Random(2)
+    for _ in range(100):
+        block = g.random_subtree("<b>", rng, avoid=0)
+        assert [s for s, *_ in g.subtrees([0, 0] + block)][2] == "<b>"
+        assert block[0] % 2 == 1  # another alternative than the one avoided: "y"
+        assert g.derive([0, 0] + block) == "1y"
+
+
+def test_subtree_mutation_redraws_one_subtree_and_keeps_the_rest(churn_trace):
+    grammar = generate_for_trace(churn_trace)
+    rng = random.Random(7)
+    checked = 0
+    while checked < 300:
+        genome = [rng.randrange(256) for _ in range(rng.randint(16, 48))]
+        tree = grammar.subtrees(genome)
+        if tree is None:
+            continue
+        before = list(genome)
+        hs.subtree_mutation(grammar, genome, rng)
+        after = grammar.subtrees(genome)
+        assert after is not None and grammar.derive(genome) != grammar.derive(before)
+        # The codons before and after one block are the parent's: one subtree changed.
+        head = next(i for i in range(len(before) + 1) if i == len(before) or i == len(genome) or before[i] != genome[i])
+        old = next(n for n in tree if n[1] == head and len(grammar.rules[n[0]]) > 1) if head < len(before) else None
+        if old is not None:
+            new = next(n for n in after if n[0] == old[0] and n[1] == head)
+            assert genome[new[2]:] == before[old[2]:]
+            assert design_from_text(grammar.derive(genome)) is not None  # still a valid design
+        checked += 1
+
+
+def test_subtree_crossover_swaps_subtrees_deriving_the_same_nonterminal(churn_trace):
+    grammar = generate_for_trace(churn_trace)
+    rng = random.Random(8)
+    swapped = tried = 0
+    for _ in range(300):
+        a = [rng.randrange(256) for _ in range(rng.randint(16, 48))]
+        b = [rng.randrange(256) for _ in range(rng.randint(16, 48))]
+        tree_a, tree_b = grammar.subtrees(a), grammar.subtrees(b)
+        if tree_a is None or tree_b is None:
+            continue
+        tried += 1
+        a0, b0 = list(a), list(b)
+        hs.subtree_crossover(grammar, a, b, rng)
+        # Some node of a's tree now holds a block of b's tree deriving the same nonterminal.
+        pairs = [(na, nb) for na in tree_a[1:] for nb in tree_b[1:] if na[0] == nb[0] and na[2] > na[1]
+                 and a == a0[:na[1]] + b0[nb[1]:nb[2]] + a0[na[2]:] and b == b0[:nb[1]] + a0[na[1]:na[2]] + b0[nb[2]:]]
+        if pairs:
+            swapped += 1
+            assert grammar.derive(a) is not None and grammar.derive(b) is not None
+    assert swapped > 0.6 * tried, (swapped, tried)  # the others share no subtree but the root's: a cut
+
+
+def test_the_population_holds_one_design_per_point(churn_trace, tmp_path):
+    """Designs whose objectives are those of a design already selected (settings that change
+    nothing on this trace) come after every other point: the population explores instead of
+    filling with copies of one point."""
+    import pickle
+
+    settings = dict(objectives=("work", "footprint"), population=24, generations=6, seed=2, threads=2,
+                    cache=tmp_path / "cache.sqlite")
+
+    def points(out):
+        hs.search(churn_trace, out, **settings)
+        state = pickle.load(open(out / "checkpoint.pkl", "rb"))
+        grammar = generate_for_trace(churn_trace)
+        metrics = {hs.Spec(name="x", description="", normalized=n).key: m for n, _, m, _ in state["archive"]}
+        keys = [hs._design_of(grammar, g) for g in state["population"]]
+        found = [(metrics[k.key]["work"], metrics[k.key]["peak_footprint"]) for k in keys if k and k.key in metrics]
+        archive_points = {(m["work"], m["peak_footprint"]) for m in metrics.values()}
+        return found, archive_points
+
+    found, archive_points = points(tmp_path / "unique")
+    assert len(archive_points) >= 48  # enough points to fill the population twice over
+    # The checkpoint's population: the 24 NSGA-II selected, then their offspring.
+    assert len(set(found[:24])) == 24, 24 - len(set(found[:24]))
+    settings["unique_points"] = False
+    copies, _ = points(tmp_path / "copies")
+    assert len(set(copies[:24])) < 24
+
+
 def test_short_searches_keep_diversity(churn_trace, tmp_path):
     """Tune's default budget (24 x 12): at least 80% of the genomes evaluated are distinct
     designs; without the rule a search collapses onto a few (the offspring of a converged
@@ -197,7 +334,8 @@ def test_short_searches_keep_diversity(churn_trace, tmp_path):
     assert diverse.individuals == 24 * 13
     assert diverse.distinct >= 0.8 * diverse.individuals, (diverse.distinct, diverse.individuals)
     assert diverse.history[-1]["distinct"] == diverse.distinct
-    plain = hs.search(churn_trace, tmp_path / "plain", diverse=False, **settings)
+    # GE's codon operators without the rule: offspring are mostly copies of their parents.
+    plain = hs.search(churn_trace, tmp_path / "plain", diverse=False, operators="codon", **settings)
     assert plain.distinct < 0.6 * plain.individuals, (plain.distinct, plain.individuals)
 
 
