@@ -89,7 +89,8 @@ std::size_t bootstrapSize(const void* ptr) { return static_cast<const std::size_
 //
 // The provider's fork hooks take its locks before fork() and release them after, so that
 // the child inherits no lock held by a thread it does not have. Only another thread can
-// hold one when a thread forks, so they are registered (pthread_atfork) when a call that
+// hold one when a thread forks, so for a provider with inline paths (libheapkit.so's,
+// which take most calls and no lock) they are registered (pthread_atfork) when a call that
 // may take one first finds the process multi-threaded: a single-threaded program never
 // calls pthread_atfork, whose code shares no page with anything else a program runs
 // before it forks (glibc's malloc reaches its fork hooks from fork() itself), and cost
@@ -104,7 +105,10 @@ std::size_t bootstrapSize(const void* ptr) { return static_cast<const std::size_
 // this thread holds the provider's locks: from our prepare handler until the parent's or
 // child's, this thread allocates from the bootstrap buffer (256 KiB for the process's
 // life: ENOMEM beyond), keeps what it frees, and fails to move a block with realloc
-// (ENOMEM, the block intact).
+// (ENOMEM, the block intact). A provider without inline paths registers them when it is
+// initialised, first, as before: every call of its would pay the checks (Lea's cfrac: 5%
+// more instructions).
+constexpr bool kLazyForkHandlers = heapkit::entry_points::InlinePaths<>::kProvided;
 constinit std::atomic<bool> forkHandlersRegistered{false};
 constinit thread_local bool forkingHere = false;
 pthread_once_t forkHandlersOnce = PTHREAD_ONCE_INIT;
@@ -132,10 +136,15 @@ void registerForkHandlers() {
 bool singleThreaded() { return __libc_single_threaded; }
 
 // Before every call into the provider that may take one of its locks (its inline paths
-// take none).
-inline void beforeProviderLocks() {
-  if (!forkHandlersRegistered.load(std::memory_order_acquire) && !singleThreaded()) [[unlikely]]
-    pthread_once(&forkHandlersOnce, registerForkHandlers);
+// take none): registers the fork handlers when they are due, and is true while this
+// thread runs fork handlers that came before ours and holds the provider's locks, when
+// the call must not enter the provider.
+inline bool forkingWithLocks() {
+  if constexpr (kLazyForkHandlers) {
+    if (forkHandlersRegistered.load(std::memory_order_acquire)) [[likely]] return forkingHere;
+    if (!singleThreaded()) pthread_once(&forkHandlersOnce, registerForkHandlers);
+  }
+  return false;  // no fork ran our handlers yet
 }
 
 [[gnu::noinline]] bool initialize() {
@@ -144,6 +153,7 @@ inline void beforeProviderLocks() {
   if (state.compare_exchange_strong(expected, kInitializing, std::memory_order_acq_rel)) {
     initializingHere = true;
     heapkit_ep_init();
+    if (!kLazyForkHandlers) registerForkHandlers();
     initializingHere = false;
     state.store(kReady, std::memory_order_release);
     return true;
@@ -163,14 +173,13 @@ inline bool ready() {
 // Out of line, so that the common case keeps no register alive across a call.
 [[gnu::noinline]] void* mallocBeforeReady(std::size_t size) {
   if (!initialize()) return bootstrapAlloc(16, size);
-  beforeProviderLocks();
+  if (forkingWithLocks()) return bootstrapAlloc(16, size);
   return family.malloc(size);
 }
 
 inline void* doMallocUsually(std::size_t size) {
   if (state.load(std::memory_order_acquire) == kReady) [[likely]] {
-    beforeProviderLocks();
-    if (forkingHere) [[unlikely]] return bootstrapAlloc(16, size);
+    if (forkingWithLocks()) [[unlikely]] return bootstrapAlloc(16, size);
     return family.malloc(size);
   }
   return mallocBeforeReady(size);
@@ -193,15 +202,13 @@ inline void* doMalloc(std::size_t size) {
 
 inline void* doMemalign(std::size_t alignment, std::size_t size) {
   if (!ready()) return bootstrapAlloc(alignment, size);
-  beforeProviderLocks();
-  if (forkingHere) [[unlikely]] return bootstrapAlloc(alignment, size);
+  if (forkingWithLocks()) [[unlikely]] return bootstrapAlloc(alignment, size);
   return family.memalign(alignment, size);
 }
 
 inline void doFreeUsually(void* ptr) {
   if (ptr == nullptr || inBootstrap(ptr)) return;
-  beforeProviderLocks();
-  if (forkingHere) [[unlikely]] return;  // kept: the provider's locks are this thread's now
+  if (forkingWithLocks()) [[unlikely]] return;  // kept: the provider's locks are this thread's now
   family.free(ptr);  // a pointer not from the bootstrap means the provider is ready
 }
 
@@ -223,8 +230,7 @@ void* doCalloc(std::size_t count, std::size_t size) {
     return nullptr;
   }
   if (!ready()) return bootstrapAlloc(16, bytes);
-  beforeProviderLocks();
-  if (forkingHere) [[unlikely]] return bootstrapAlloc(16, bytes);  // static storage: zero
+  if (forkingWithLocks()) [[unlikely]] return bootstrapAlloc(16, bytes);  // static storage: zero
   if (heapkit_ep_calloc) {
     void* ptr = heapkit_ep_calloc(count == 0 || size == 0 ? 1 : count, count == 0 || size == 0 ? 1 : size);
     if (ptr == nullptr) errno = ENOMEM;
@@ -241,8 +247,7 @@ void* doRealloc(void* ptr, std::size_t size) {
     return moved;
   }
   if (!ready()) return bootstrapAlloc(16, size);  // ptr is NULL here
-  beforeProviderLocks();
-  if (forkingHere) [[unlikely]] {
+  if (forkingWithLocks()) [[unlikely]] {
     if (ptr == nullptr) return bootstrapAlloc(16, size);
     errno = ENOMEM;  // its size would need the provider's locks: the block stays as it is
     return nullptr;
