@@ -317,28 +317,6 @@ class CountingTop : public ResidentAuditedTop {
 using CountedCore = ScalableCoreHeap<ScalableSizeClasses, CountingTop>;
 CountingTop& topOf(CountedCore& heap) { return heap; }
 
-// A class of big objects that takes another class's warm superblock (with its pages)
-// gives back the pages past its last object: three 16 KiB objects after the header leave
-// at least 12 KiB at the end, which a superblock of 4 KiB objects filled.
-TEST(ScalableCoreHeap, BigObjectsTakeAWarmSuperblockWithoutThePagesPastTheirLast) {
-  CountedCore heap;
-  std::vector<void*> small;
-  for (int i = 0; i < 40; ++i) {  // more than two superblocks of 4 KiB objects, every page written
-    small.push_back(heap.malloc(4096));
-    std::memset(small.back(), 1, 4096);
-  }
-  for (void* object : small) heap.free(object);  // the full ones go warm, with their pages
-  ASSERT_GE(heap.warmSuperblocks(), 1u);
-  std::size_t residentBefore = heap.residentBytes();
-  std::size_t purgesBefore = topOf(heap).purges;
-  void* big = heap.malloc(16 * kKiB);  // no superblock of its class: a warm one of the 4 KiB class
-  ASSERT_NE(big, nullptr);
-  std::memset(big, 2, 16 * kKiB);
-  EXPECT_EQ(topOf(heap).purges, purgesBefore + 1);
-  EXPECT_LE(heap.residentBytes() + 12 * kKiB, residentBefore) << "the pages past the third object stayed resident";
-  heap.free(big);
-}
-
 // A producer/consumer's records (32,776 bytes, 100 in flight), replaced in a loop: after
 // the first ones, every record is a span freed before, and the top heap sees nothing.
 TEST(ScalableCoreHeap, MediumBlocksReuseSpansWithoutAskingTheTopHeap) {
