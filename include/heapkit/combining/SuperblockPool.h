@@ -63,7 +63,6 @@ class SuperblockPool : public Super {
     Superblock* sb = takeWarm(sizeClass);
     if (sb == nullptr && (sb = takeWarm(kAnyClass)) != nullptr) {
       if (objectBytes <= config_.withoutPagesUpToBytes) giveBackPages(sb);
-      else giveBackPagesPastObjects(sb, objectBytes);
     }
     if (sb != nullptr) return sb;
     Segment* segment = nullptr;
@@ -134,19 +133,6 @@ class SuperblockPool : public Super {
     if (loadMetadata(*this, sb->residentEnd) <= base + superblock::kPageBytes) return;
     Super::purgeSliceTail(segmentOf(sb), base + superblock::kPageBytes);
     storeMetadata(*this, sb->residentEnd, base + superblock::kPageBytes);
-  }
-
-  // Gives back the pages past the last object of `objectBytes` the superblock can hold:
-  // a class of big objects (16 KiB: three after the header) that takes another class's
-  // superblock would keep up to 12 KiB resident at its end for nothing.
-  void giveBackPagesPastObjects(Superblock* sb, std::size_t objectBytes) {
-    char* end = reinterpret_cast<char*>(Superblock::baseOf(sb)) + superblock::kBytes;
-    auto* objectsStart = reinterpret_cast<char*>(sb + 1);
-    auto* lastEnd = end - static_cast<std::size_t>(end - objectsStart) % objectBytes;
-    auto* cut = reinterpret_cast<char*>(alignUp(reinterpret_cast<std::uintptr_t>(lastEnd), superblock::kPageBytes));
-    if (loadMetadata(*this, sb->residentEnd) <= cut) return;
-    Super::purgeSliceTail(segmentOf(sb), cut);
-    storeMetadata(*this, sb->residentEnd, cut);
   }
 
   // The superblock freed longest ago goes back to the segments, its pages purged; or,
