@@ -46,8 +46,9 @@
 //    it (mallocInline). Larger small requests look the class up in a table.
 //  - free: masks the address to the superblock header and compares one word, the
 //    superblock's free token, with this thread's: equal only when this thread's heap owns
-//    the superblock and no flag asks for more. Then the object is pushed: 25 instructions
-//    hardened, 17 not (freeInline).
+//    the superblock and no flag asks for more. Then the object is pushed: 22 instructions
+//    hardened, 18 not, the return counted (freeInline); hardening is the tag's lea,
+//    compare, branch and store, the alignment check being folded into the token's read.
 // No lock and no atomic on either.
 #pragma once
 
