@@ -6,7 +6,8 @@
 // Before the provider is initialised (the first call of any function here), and while
 // heapkit_ep_init() runs on this thread, requests are served from a static bootstrap
 // buffer; free() ignores pointers into it. That covers allocations by the dynamic linker,
-// by dlsym() in a provider that forwards to another malloc, and by pthread_atfork().
+// by dlsym() in a provider that forwards to another malloc, and by fork handlers that run
+// while this thread holds the provider's locks (see "fork handlers" below).
 //
 // Compiled without exceptions and linked without the C++ runtime: see "C++ without a C++
 // runtime of our own" below for how operator new still calls the new_handler and throws.
@@ -16,6 +17,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
+#include <sys/single_threaded.h>  // __libc_single_threaded (glibc 2.32)
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,6 +26,7 @@
 #include <initializer_list>
 #include <new>
 
+#include "heapkit/core/PageSize.h"
 #include "heapkit/wrapper/ANSIWrapper.h"
 #include "heapkit_entry_points.h"
 
@@ -82,9 +85,67 @@ void* bootstrapAlloc(std::size_t alignment, std::size_t size) {
 
 std::size_t bootstrapSize(const void* ptr) { return static_cast<const std::size_t*>(ptr)[-1]; }
 
-void forkPrepare() { heapkit_ep_fork_prepare(); }
-void forkParent() { heapkit_ep_fork_parent(); }
-void forkChild() { heapkit_ep_fork_child(); }
+// ---- fork handlers, registered when the process gets a second thread --------------------
+//
+// The provider's fork hooks take its locks before fork() and release them after, so that
+// the child inherits no lock held by a thread it does not have. Only another thread can
+// hold one when a thread forks, so for a provider with inline paths (libheapkit.so's,
+// which take most calls and no lock) they are registered (pthread_atfork) when a call that
+// may take one first finds the process multi-threaded: a single-threaded program never
+// calls pthread_atfork, whose code shares no page with anything else a program runs
+// before it forks (glibc's malloc reaches its fork hooks from fork() itself), and cost
+// every program under the library up to 128 KiB of peak RSS (libc's pages mapped around
+// it). A thread that finds the process multi-threaded registers them before it takes a
+// lock; pthread_atfork waits while a fork runs its handlers (glibc holds its atfork lock
+// from the prepare handlers to the child's and parent's), so a thread either registered
+// before a fork began, or takes no lock until it is over.
+//
+// Registered late, they may run before prepare handlers the program registered earlier
+// (prepare handlers run last registered first), and such a handler may allocate while
+// this thread holds the provider's locks: from our prepare handler until the parent's or
+// child's, this thread allocates from the bootstrap buffer (256 KiB for the process's
+// life: ENOMEM beyond), keeps what it frees, and fails to move a block with realloc
+// (ENOMEM, the block intact). A provider without inline paths registers them when it is
+// initialised, first, as before: every call of its would pay the checks (Lea's cfrac: 5%
+// more instructions).
+constexpr bool kLazyForkHandlers = heapkit::entry_points::InlinePaths<>::kProvided;
+constinit std::atomic<bool> forkHandlersRegistered{false};
+constinit thread_local bool forkingHere = false;
+pthread_once_t forkHandlersOnce = PTHREAD_ONCE_INIT;
+
+void forkPrepare() {
+  heapkit_ep_fork_prepare();
+  forkingHere = true;
+}
+void forkParent() {
+  forkingHere = false;
+  heapkit_ep_fork_parent();
+}
+void forkChild() {
+  forkingHere = false;
+  heapkit_ep_fork_child();
+}
+
+void registerForkHandlers() {
+  if (heapkit_ep_fork_prepare || heapkit_ep_fork_parent || heapkit_ep_fork_child)
+    pthread_atfork(heapkit_ep_fork_prepare ? forkPrepare : nullptr, heapkit_ep_fork_parent ? forkParent : nullptr,
+                   heapkit_ep_fork_child ? forkChild : nullptr);
+  forkHandlersRegistered.store(true, std::memory_order_release);
+}
+
+bool singleThreaded() { return __libc_single_threaded; }
+
+// Before every call into the provider that may take one of its locks (its inline paths
+// take none): registers the fork handlers when they are due, and is true while this
+// thread runs fork handlers that came before ours and holds the provider's locks, when
+// the call must not enter the provider.
+inline bool forkingWithLocks() {
+  if constexpr (kLazyForkHandlers) {
+    if (forkHandlersRegistered.load(std::memory_order_acquire)) [[likely]] return forkingHere;
+    if (!singleThreaded()) pthread_once(&forkHandlersOnce, registerForkHandlers);
+  }
+  return false;  // no fork ran our handlers yet
+}
 
 [[gnu::noinline]] bool initialize() {
   if (initializingHere) return false;  // re-entered from heapkit_ep_init: bootstrap
@@ -92,11 +153,7 @@ void forkChild() { heapkit_ep_fork_child(); }
   if (state.compare_exchange_strong(expected, kInitializing, std::memory_order_acq_rel)) {
     initializingHere = true;
     heapkit_ep_init();
-    // Registered first (this runs at the process's first allocation), so our prepare
-    // handler runs last: handlers the program registers later may still allocate.
-    if (heapkit_ep_fork_prepare || heapkit_ep_fork_parent || heapkit_ep_fork_child)
-      pthread_atfork(heapkit_ep_fork_prepare ? forkPrepare : nullptr, heapkit_ep_fork_parent ? forkParent : nullptr,
-                     heapkit_ep_fork_child ? forkChild : nullptr);
+    if (!kLazyForkHandlers) registerForkHandlers();
     initializingHere = false;
     state.store(kReady, std::memory_order_release);
     return true;
@@ -116,11 +173,15 @@ inline bool ready() {
 // Out of line, so that the common case keeps no register alive across a call.
 [[gnu::noinline]] void* mallocBeforeReady(std::size_t size) {
   if (!initialize()) return bootstrapAlloc(16, size);
+  if (forkingWithLocks()) return bootstrapAlloc(16, size);
   return family.malloc(size);
 }
 
 inline void* doMallocUsually(std::size_t size) {
-  if (state.load(std::memory_order_acquire) == kReady) [[likely]] return family.malloc(size);
+  if (state.load(std::memory_order_acquire) == kReady) [[likely]] {
+    if (forkingWithLocks()) [[unlikely]] return bootstrapAlloc(16, size);
+    return family.malloc(size);
+  }
   return mallocBeforeReady(size);
 }
 
@@ -141,11 +202,13 @@ inline void* doMalloc(std::size_t size) {
 
 inline void* doMemalign(std::size_t alignment, std::size_t size) {
   if (!ready()) return bootstrapAlloc(alignment, size);
+  if (forkingWithLocks()) [[unlikely]] return bootstrapAlloc(alignment, size);
   return family.memalign(alignment, size);
 }
 
 inline void doFreeUsually(void* ptr) {
   if (ptr == nullptr || inBootstrap(ptr)) return;
+  if (forkingWithLocks()) [[unlikely]] return;  // kept: the provider's locks are this thread's now
   family.free(ptr);  // a pointer not from the bootstrap means the provider is ready
 }
 
@@ -167,6 +230,7 @@ void* doCalloc(std::size_t count, std::size_t size) {
     return nullptr;
   }
   if (!ready()) return bootstrapAlloc(16, bytes);
+  if (forkingWithLocks()) [[unlikely]] return bootstrapAlloc(16, bytes);  // static storage: zero
   if (heapkit_ep_calloc) {
     void* ptr = heapkit_ep_calloc(count == 0 || size == 0 ? 1 : count, count == 0 || size == 0 ? 1 : size);
     if (ptr == nullptr) errno = ENOMEM;
@@ -183,6 +247,11 @@ void* doRealloc(void* ptr, std::size_t size) {
     return moved;
   }
   if (!ready()) return bootstrapAlloc(16, size);  // ptr is NULL here
+  if (forkingWithLocks()) [[unlikely]] {
+    if (ptr == nullptr) return bootstrapAlloc(16, size);
+    errno = ENOMEM;  // its size would need the provider's locks: the block stays as it is
+    return nullptr;
+  }
   if (heapkit_ep_realloc && ptr != nullptr && size != 0) {
     if (size > heapkit::kMaxRequestBytes) {
       errno = ENOMEM;
@@ -307,10 +376,10 @@ int posix_memalign(void** result, size_t alignment, size_t size) __THROW {
   return 0;
 }
 
-void* valloc(size_t size) __THROW { return doMemalign(static_cast<size_t>(sysconf(_SC_PAGESIZE)), size); }
+void* valloc(size_t size) __THROW { return doMemalign(heapkit::pageSize(), size); }
 
 void* pvalloc(size_t size) __THROW {
-  auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::size_t page = heapkit::pageSize();
   if (size > heapkit::kMaxRequestBytes - page) {
     errno = ENOMEM;
     return nullptr;

@@ -376,3 +376,83 @@ TEST(EntryPoints, ForkInAThreadedProcess) {
 }
 
 }  // namespace
+
+namespace {
+
+// Fork handlers the program registered before the process had a second thread, which
+// allocate: the library registers its own handlers only then (src/wrapper/wrapper.cpp,
+// "fork handlers"), so its prepare handler runs first and holds the allocator's locks
+// while these run. They must not deadlock, and the child must allocate normally. Run in a
+// fresh process (this binary again), since the test's order of registration needs a
+// process whose first thread is still alone.
+void* preparedBlock = nullptr;
+void* allocatedInPrepare = nullptr;
+void allocatingPrepare() {
+  void* small = malloc(24);
+  // Over the small-object limit: the locked path of every allocator. Served from the
+  // 256 KiB bootstrap buffer, which is never reused: a few rounds fit.
+  void* large = malloc(40 * 1024);
+  void* zeroed = calloc(100, 10);
+  void* aligned = nullptr;
+  if (posix_memalign(&aligned, 4096, 100) != 0) aligned = nullptr;
+  void* moved = realloc(nullptr, 200);
+  if (small == nullptr || large == nullptr || zeroed == nullptr || aligned == nullptr || moved == nullptr) _exit(3);
+  for (std::size_t i = 0; i < 1000; ++i)
+    if (static_cast<unsigned char*>(zeroed)[i] != 0) _exit(4);
+  free(small);
+  free(large);
+  free(zeroed);
+  free(aligned);
+  free(moved);
+  free(preparedBlock);  // a block of the allocator's heap, freed while its locks are held
+  preparedBlock = nullptr;
+  allocatedInPrepare = malloc(64);
+}
+
+int forkWithAllocatingHandlersInAFreshProcess() {
+  alarm(20);  // a deadlock fails the test instead of hanging it
+  preparedBlock = malloc(std::size_t{1} << 20);
+  if (pthread_atfork(allocatingPrepare, nullptr, nullptr) != 0) return 5;
+  std::thread([] {
+    void* p = malloc(std::size_t{1} << 20);  // the slow path: the library registers now
+    free(p);
+  }).join();
+  for (int round = 0; round < 3; ++round) {
+    pid_t child = fork();
+    if (child < 0) return 6;
+    if (allocatedInPrepare == nullptr) return 10;
+    if (child == 0) {
+      std::vector<void*> blocks;
+      for (int i = 0; i < 1000; ++i) blocks.push_back(malloc(static_cast<std::size_t>(i * 37 % 5000 + 1)));
+      for (void* block : blocks) free(block);
+      free(allocatedInPrepare);
+      _exit(0);
+    }
+    int status = 0;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 7;
+    free(allocatedInPrepare);
+    void* after = malloc(std::size_t{1} << 20);  // the parent's locks were released
+    if (after == nullptr) return 8;
+    free(after);
+  }
+  return 0;
+}
+
+TEST(EntryPoints, ForkHandlersRegisteredEarlierMayAllocate) {
+  if (getenv("HEAPKIT_TEST_FRESH_FORK") != nullptr) _exit(forkWithAllocatingHandlersInAFreshProcess());
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    setenv("HEAPKIT_TEST_FRESH_FORK", "1", 1);
+    execl("/proc/self/exe", "entry_points_test", "--gtest_filter=EntryPoints.ForkHandlersRegisteredEarlierMayAllocate",
+          static_cast<char*>(nullptr));
+    _exit(9);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the fresh process was killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0)
+                                 << " (SIGALRM: a fork handler deadlocked)";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace

@@ -143,7 +143,7 @@ class SuperblockHeap : public Super {
       Superblock* sb = Superblock::headerAt(address & ~(kSb - 1));
       if (loadMetadata(*this, sb->freeToken) == token_) [[likely]] {
         auto* node = static_cast<FreeNode*>(pointer);
-        if constexpr (kHardened) hardening::checkAndTagFreed(node);
+        if constexpr (kHardened) sb->checkAndTagFreed(node);
         sb->template fillFreed<kSecure>(node);
         if (sb->pushFreed(*this, node)) [[unlikely]] onLocalSuperblockEmpty(sb);
         return;
@@ -153,6 +153,8 @@ class SuperblockHeap : public Super {
   }
 
   std::size_t getSize(void* pointer) { return Superblock::of(pointer)->usableFrom(*this, pointer); }
+  // Hardened: what a freed small object holds in its second word (a layer above may find it there).
+  static std::uint64_t freedTag(const void* object) { return Superblock::freedTag(object); }
 
   const Classes& sizeClasses() const { return sizeClasses_; }
 
@@ -270,7 +272,7 @@ class SuperblockHeap : public Super {
       return;
     }
     auto* node = static_cast<FreeNode*>(flags & superblock::kInteriorPointers ? sb->objectStart(*this, pointer) : pointer);
-    if constexpr (kHardened) hardening::checkAndTagFreed(node);
+    if constexpr (kHardened) sb->checkAndTagFreed(node);
     sb->template fillFreed<kSecure>(node);
     freeOwned(sb, node);
   }

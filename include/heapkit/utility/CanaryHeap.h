@@ -11,8 +11,8 @@
 // or more before the object (underflow), or after its requested size (overflow), a
 // pointer that was never handed out, and a second free are each reported with one line
 // naming the pointer. The canary word becomes a freed mark (or, for a 16-byte offset,
-// the free list's own tag of the block below: core/Hardening.h), which the second free
-// of the same pointer finds.
+// the free list's own tag of the block below: the heap's freedTag, else core/Hardening.h's),
+// which the second free of the same pointer finds.
 //
 // HardenedHeap puts this layer under ANSIWrapper when the composition's top is
 // Secure<Top> (core/Hardening.h); over any other top it is not there at all.
@@ -72,7 +72,7 @@ class CanaryHeap : public Super {
       // Freed already: the mark this layer left (the size word is still there when the
       // block below keeps its first words), or the tag the free list below wrote into
       // its block's second word, which is this canary's word at a 16-byte offset.
-      if (canary == (expected ^ kFreedMark) || canary == hardening::tagOf(object - kHeaderBytes))
+      if (canary == (expected ^ kFreedMark) || canary == freedTagBelow(object - kHeaderBytes))
         return hardening::reportDoubleFree(object);
       return hardening::reportBadHeader(object);
     }
@@ -93,6 +93,13 @@ class CanaryHeap : public Super {
     setWordAt(object - sizeof(std::uint64_t), canary);
     setWordAt(object + size, trailerOf(canary));
     return object;
+  }
+
+  // The tag the heap below writes into the second word of a block it frees: its own
+  // (ScalableHeap's, building/Superblock.h), or core/Hardening.h's.
+  static std::uint64_t freedTagBelow(const char* block) {
+    if constexpr (requires { Super::freedTag(block); }) return Super::freedTag(block);
+    else return hardening::tagOf(block);
   }
 
   static std::size_t offsetOf(std::uint64_t sizeWord) { return (sizeWord >> kOffsetShift) * kMinAlignment; }
