@@ -269,6 +269,41 @@ TEST(ScalableCoreHeap, CountsComeFromTheAccesses) {
   heap.free(second);
 }
 
+// A superblock's header is in its segment's slots, not in the superblock: a superblock
+// holds 65,536 / size objects from its first byte (with the header inside, a class of
+// 4,368 bytes got 14, one of 4 KiB 15 and one of 32 KiB 1), and its pages are all
+// objects'. Over real memory and over the simulator's.
+template <class Memory>
+void expectWholeSuperblocksOfObjects() {
+  ReservedArena<Memory> arena(std::size_t{1} << 30);
+  ArenaCore<Memory, SizeClassTable> heap(configWith({4096, 4368, 32 * kKiB}), arena, kOwner);
+  for (std::size_t size : {std::size_t{4096}, std::size_t{4368}, 32 * kKiB}) {
+    std::size_t perSuperblock = superblock::kBytes / size;
+    std::vector<char*> objects;
+    for (std::size_t i = 0; i < 3 * perSuperblock; ++i) objects.push_back(static_cast<char*>(heap.malloc(size)));
+    std::size_t superblocks = 0;
+    for (std::size_t i = 0; i < objects.size(); ++i) {
+      ASSERT_NE(objects[i], nullptr);
+      auto base = reinterpret_cast<std::uintptr_t>(objects[i]) & ~(superblock::kBytes - 1);
+      Superblock* sb = Superblock::of(objects[i]);
+      EXPECT_EQ(Superblock::baseOf(sb), base);
+      auto* header = reinterpret_cast<char*>(sb);
+      EXPECT_TRUE(header + sizeof(Superblock) <= reinterpret_cast<char*>(base) &&
+                  reinterpret_cast<std::uintptr_t>(header) % superblock::kRegionBytes < superblock::kSlotsBytes)
+          << "the header lies in its region's slots, outside every superblock";
+      if (i == 0 || Superblock::of(objects[i - 1]) != sb) ++superblocks;
+      EXPECT_EQ(heap.getSize(objects[i]), size);
+    }
+    EXPECT_EQ(superblocks, 3u) << size << "-byte objects: " << perSuperblock << " a superblock";
+    for (char* object : objects) heap.free(object);
+  }
+}
+
+TEST(ScalableCoreHeap, ASuperblockIsObjectsFromItsFirstByte) {
+  expectWholeSuperblocksOfObjects<CountedMemory>();
+  expectWholeSuperblocksOfObjects<SimulatedMemory>();
+}
+
 // A new segment's pages after its metadata were never touched: they are held but never
 // resident, not even for the moment between the top heap's malloc and the purge (the
 // resident high-water mark is what a process's peak RSS would show). Over MmapHeap and

@@ -1,7 +1,8 @@
 // SuperblockHeap: headerless page-segregated size classes. Each size class (a
 // SizeClassPolicy, building/SizeClasses.h: by type for libheapkit.so, by value for the
 // simulator) has a list of superblocks (building/Superblock.h: 64 KiB pages of objects
-// of one size, the header found from any object's address by masking); the head of the
+// of one size, the header in a slot of its region's first slice, found from any object's
+// address by masking); the head of the
 // list is the class's current superblock. malloc pops its free list; free pushes the
 // object on its superblock's list. Fresh objects are carved from a superblock's bump
 // pointer a page at a time; an exhausted superblock leaves the list (kInFullList) until
@@ -57,7 +58,6 @@ template <SizeClassPolicy Classes, class Super, bool RemoteFrees = false>
 class SuperblockHeap : public Super {
   static constexpr bool kHardened = hardened<Super>();
   static constexpr bool kSecure = secure<Super>();
-  static constexpr std::size_t kSb = superblock::kBytes;
 
   struct ClassState {
     Superblock* partial = nullptr;  // head = current superblock
@@ -134,13 +134,13 @@ class SuperblockHeap : public Super {
   // ---- free -----------------------------------------------------------------------------
 
   // The inline path: the superblock's free token is this heap's, so no flag asks for
-  // more. A large block's header has a closed token; an object at a superblock boundary
-  // is a large block's (a superblock's objects start kGapOffset in at least).
+  // more. A large block's header has a closed token; a pointer at a region's start is a
+  // large block's (Superblock::of).
   void free(void* pointer) {
     if (pointer == nullptr) return;
     auto address = reinterpret_cast<std::uintptr_t>(pointer);
-    if ((address & (kSb - 1)) != 0) [[likely]] {
-      Superblock* sb = Superblock::headerAt(address & ~(kSb - 1));
+    if ((address & (superblock::kRegionBytes - 1)) != 0) [[likely]] {
+      Superblock* sb = Superblock::headerAt(address);
       if (loadMetadata(*this, sb->freeToken) == token_) [[likely]] {
         auto* node = static_cast<FreeNode*>(pointer);
         if constexpr (kHardened) hardening::checkAndTagFreed(node);

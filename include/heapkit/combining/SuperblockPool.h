@@ -68,8 +68,8 @@ class SuperblockPool : public Super {
     Segment* segment = nullptr;
     auto* span = static_cast<char*>(Super::allocSpan(1, segment));
     if (span == nullptr) return nullptr;
-    // Its header is written only now: a segment's unused slices cost no pages.
-    Super::makeResident(segment, span, span + superblock::kPageBytes);
+    // Its header goes in its slot (the segments made the slot's page resident); its own
+    // pages become resident as objects are carved from them.
     sb = Superblock::create<kHardened>(*this, reinterpret_cast<std::uintptr_t>(span));
     storeMetadata(*this, sb->block, static_cast<void*>(segment));
     storeMetadata(*this, sb->residentEnd, span + Super::residentPrefix(segment, span));
@@ -127,12 +127,12 @@ class SuperblockPool : public Super {
     warmCount_.fetch_sub(1, std::memory_order_relaxed);
   }
 
-  // Keeps the header page; gives the rest of the pages back.
+  // Gives the superblock's pages back (its header is in its segment's slots).
   void giveBackPages(Superblock* sb) {
     char* base = reinterpret_cast<char*>(Superblock::baseOf(sb));
-    if (loadMetadata(*this, sb->residentEnd) <= base + superblock::kPageBytes) return;
-    Super::purgeSliceTail(segmentOf(sb), base + superblock::kPageBytes);
-    storeMetadata(*this, sb->residentEnd, base + superblock::kPageBytes);
+    if (loadMetadata(*this, sb->residentEnd) <= base) return;
+    Super::purgeSliceTail(segmentOf(sb), base);
+    storeMetadata(*this, sb->residentEnd, base);
   }
 
   // The superblock freed longest ago goes back to the segments, its pages purged; or,
@@ -157,7 +157,6 @@ class SuperblockPool : public Super {
       Superblock* oldest = warmTail_;
       auto resident = static_cast<std::size_t>(loadMetadata(*this, oldest->residentEnd) -
                                                reinterpret_cast<char*>(Superblock::baseOf(oldest)));
-      resident = resident > superblock::kPageBytes ? resident - superblock::kPageBytes : 0;  // less the header page
       if (unoffsetGrowth_ < resident) return;
       unoffsetGrowth_ -= resident;
       coolOldestWarm(true);
