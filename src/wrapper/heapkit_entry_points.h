@@ -70,10 +70,9 @@ namespace heapkit::entry_points {
  * which malloc and free (and operator new and delete) run first, inline, for any size
  * and any pointer (0 and NULL included), even before heapkit_ep_init: whatever they do
  * not take they must pass to otherwise(size) or otherwise(ptr), the wrapper's usual path
- * (a jump: the wrapper passes a function). free's may read the first 64 KiB of the 4
- * MiB-aligned region that holds ptr: the bootstrap buffer starts 64 KiB past a 4 MiB
- * boundary of a static array, so a pointer into it reads only zeros of that array.
- * libheapkit.so's are ScalableHeap's mallocInline and
+ * (a jump: the wrapper passes a function). free's may read the 64 KiB-aligned block
+ * that holds ptr: the bootstrap buffer is 64 KiB-aligned and a multiple of 64 KiB, so a
+ * pointer into it reads only it. libheapkit.so's are ScalableHeap's mallocInline and
  * freeInline (docs/malloc-replacement.md). */
 template <int = 0>
 struct InlinePaths {

@@ -47,25 +47,16 @@ enum : int { kUninitialized, kInitializing, kReady };
 constinit std::atomic<int> state{kUninitialized};
 constinit thread_local bool initializingHere = false;
 
-// A provider's inline free may read the first 64 KiB of the 4 MiB-aligned region that
-// holds a pointer it is given (heapkit_entry_points.h, InlinePaths), and a pointer into
-// the bootstrap must lead it to no memory but this, and to zeros there (no heap's free
-// token): the bootstrap starts 64 KiB past a 4 MiB boundary inside a static array,
-// whose pages nothing else touches (they cost no memory).
+// 64 KiB-aligned and a multiple of 64 KiB: a provider's inline free may read the 64 KiB
+// block that holds a pointer it is given (heapkit_entry_points.h, InlinePaths), and a
+// pointer into the bootstrap must lead it to no memory but this.
 constexpr std::size_t kBootstrapBytes = 256 * 1024;
-constexpr std::size_t kInlineFreeRegionBytes = 4 * 1024 * 1024;
-constexpr std::size_t kInlineFreeReadBytes = 64 * 1024;
-alignas(65536) unsigned char bootstrapSpace[kInlineFreeRegionBytes + kBootstrapBytes];
+alignas(65536) unsigned char bootstrap[kBootstrapBytes];
 constinit std::atomic<std::size_t> bootstrapUsed{0};
-
-unsigned char* bootstrap() {
-  auto space = reinterpret_cast<std::uintptr_t>(bootstrapSpace);
-  return reinterpret_cast<unsigned char*>(heapkit::alignUp(space, kInlineFreeRegionBytes) + kInlineFreeReadBytes);
-}
 
 bool inBootstrap(const void* ptr) {
   auto address = reinterpret_cast<std::uintptr_t>(ptr);
-  auto start = reinterpret_cast<std::uintptr_t>(bootstrap());
+  auto start = reinterpret_cast<std::uintptr_t>(bootstrap);
   return address - start < kBootstrapBytes;
 }
 
@@ -85,8 +76,8 @@ void* bootstrapAlloc(std::size_t alignment, std::size_t size) {
       return nullptr;
     }
   } while (!bootstrapUsed.compare_exchange_weak(used, heapkit::alignUp(object + size, 16), std::memory_order_relaxed));
-  reinterpret_cast<std::size_t*>(bootstrap() + object)[-1] = size;
-  return bootstrap() + object;  // static storage: already zero, so calloc needs nothing more
+  reinterpret_cast<std::size_t*>(bootstrap + object)[-1] = size;
+  return bootstrap + object;  // static storage: already zero, so calloc needs nothing more
 }
 
 std::size_t bootstrapSize(const void* ptr) { return static_cast<const std::size_t*>(ptr)[-1]; }

@@ -238,7 +238,7 @@ class SegmentHeap : public Super {
   }
 
   // The pages of an in-use slice from `from` (a page boundary) to the slice's end go
-  // back to the OS: a superblock's, whose header is elsewhere (its slot).
+  // back to the OS: a superblock that keeps its head's page and gives back the rest.
   void purgeSliceTail(Segment* segment, char* from) {
     char* firstSlice = loadMetadata(*this, segment->firstSlice);
     std::size_t index = static_cast<std::size_t>(from - firstSlice) / kSliceBytes;
@@ -490,7 +490,8 @@ class SegmentHeap : public Super {
   // The first span long enough among the few freed last with resident pages; else best
   // fit by length (the span freed last among equals). Split: the rest stays free with the
   // age of the whole (its place in the age list). Null when no free span is long enough.
-  // A span with a segment of its own is taken whole (`slices` becomes its length).
+  // A span with a segment of its own is taken whole (`slices` becomes its length), the
+  // pages of the slices past the request purged.
   SliceEntry* takeFreeSpan(std::size_t& slices) {
     SliceEntry* entry = residentFit(slices);
     if (entry == nullptr) {
@@ -504,7 +505,6 @@ class SegmentHeap : public Super {
       if (entry == nullptr) return nullptr;
     }
     std::size_t length = loadMetadata(*this, entry->spanSlices);
-    if (ownSegment(length)) slices = length;
     Segment* segment = segmentOf(entry);
     std::size_t index = loadMetadata(*this, entry->index);
     std::uint64_t resident = loadMetadata(*this, entry->residentSum);
@@ -515,6 +515,14 @@ class SegmentHeap : public Super {
       older = loadMetadata(*this, entry->nextAge);
     }
     unlinkFree(entry);
+    if (ownSegment(length) && length > slices) {
+      // Its segment holds one span: the slices past the request go with it, without
+      // their pages (no other span can use them, nor should the budget count them free).
+      std::size_t purged = purgeSlices(segment, index + slices, length - slices);
+      residentFreeBytes_ -= purged;
+      resident -= purged;
+      slices = length;
+    }
     std::size_t taken = residentOf(segment, index, slices);
     residentFreeBytes_ -= taken;
     if (length > slices) {

@@ -14,11 +14,13 @@
 // a slot of the 4 MiB-aligned region that holds it. A region is 64 slices of 64 KiB; its
 // first slice is metadata (building/SegmentHeap.h: the segment, then the slots), and the
 // header of slice i is slot i, 256 bytes at i * 256 from the region's start:
-//   region: [segment | slot 1 | slot 2 | ... | slot 63 | slice entries ...][slice 1]...[slice 63]
-//   header of an address = (address & ~(4 MiB - 1)) | ((address >> 8) & 0x3F00)
-// so a superblock is 64 KiB of objects from its first byte: a class of 4,368 bytes gets 15
-// objects (a header inside would leave room for 14), one of 4 KiB 16, one of 32 KiB 2.
-// The slots of one region lie in 4 pages, in distinct cache sets.
+//   region: [segment | slot 1 | ... | slot 63 | slice entries ...][slice 1]...[slice 63]
+//   slot of an address = (address & ~(4 MiB - 1)) | ((address >> 8) & 0x3F00)
+// A slice keeps only its first 16 bytes, its head: the free token and the header's
+// address. free reads the head of the 64 KiB block a pointer lies in (a foreign pointer's
+// block is as likely mapped as before; a region's start often is not), and only when the
+// token is the heap's, the header. So a superblock holds objects from 16 bytes in to its
+// end: a class of 4,368 bytes gets 15 objects (a header inside left room for 14).
 #pragma once
 
 #include <atomic>
@@ -61,20 +63,28 @@ struct FreeNode {
   FreeNode* next;
 };
 
+struct Superblock;
+
+// The first 16 bytes of a superblock or of a block's first slice: what free's inline path
+// reads. Only the owner writes them (relaxed: plain moves).
+struct SliceHead {
+  // The owner heap's token while none of the header's freeFlags is set, else
+  // kClosedFreeToken.
+  std::atomic<std::uint64_t> freeToken;
+  Superblock* header;
+};
+static_assert(sizeof(SliceHead) == kMinAlignment);
+
 // Three cache lines, so that frees by other threads (which read the first and write the
 // third) never fight with the owner's allocations (which write the second).
 struct alignas(64) Superblock {
-  // The one word free's fast path compares: the owner heap's token while none of
-  // freeFlags is set, else kClosedFreeToken. Here, not with the owner's data: every free
-  // reads it, and a remote free that read the owner's cache line would take it away from
-  // the owner. Only the owner writes it (relaxed: plain moves).
-  std::atomic<std::uint64_t> freeToken;
   // Set when the superblock is (re)formatted, then (except freeFlags) only read.
   void* owner;  // the heap whose class lists hold it (combining/SuperblockHeap.h)
   char* firstObject;
   std::uint64_t reciprocal;  // ceil(2^32 / objectBytes): object index without a division
   std::uint32_t objectBytes;
   std::uint32_t sizeClass;
+  std::uint64_t unused0;  // keeps the cache lines as they were laid out
   // Changes rarely (a superblock entering or leaving the full list, memalign). Only the
   // owner writes it, so relaxed loads and stores suffice, and no read-modify-write.
   std::atomic<std::uint32_t> freeFlags;
@@ -113,26 +123,45 @@ struct alignas(64) Superblock {
     auto slot = reinterpret_cast<std::uintptr_t>(sb);
     return (slot & ~(kRegionBytes - 1)) | ((slot & (kSlotsBytes - 1)) << kShift);
   }
-  // The header of the superblock or block holding `pointer`, which is an object's start
-  // (a large block's object starts in its first slice). Only a block aligned to 4 MiB or
-  // more starts a region (whose first slice is metadata elsewhere): its header is the last
-  // slot of the region before, and free's inline path leaves such pointers to this.
+  // The head of the slice holding `address`.
+  static SliceHead* headAt(std::uintptr_t address) {
+    return reinterpret_cast<SliceHead*>(address & ~(superblock::kBytes - 1));
+  }
+  SliceHead* head() const { return headAt(baseOf(this)); }
+  // The header of the superblock or block holding `pointer`, which is an object's start.
+  // Only a block aligned to 64 KiB or more starts a slice (objects start 16 bytes in at
+  // least): its header is the slice's before, and free's inline path leaves such
+  // pointers to this.
   static Superblock* of(const void* pointer) {
     auto address = reinterpret_cast<std::uintptr_t>(pointer);
-    return headerAt(address - ((address & (superblock::kRegionBytes - 1)) == 0));
+    return headerAt(address - ((address & (superblock::kBytes - 1)) == 0));
   }
-  // A fresh header for the superblock (or block) at `base`, in its slot (whose page the
-  // segments made resident): the fields other than these are zero until it is formatted.
+  // Superblock::of for a pointer that may be foreign (hardened frees): the slice's head,
+  // in the 64 KiB block the pointer lies in, must name the header's slot before the slot
+  // (in a region's first 16 KiB, often unmapped for a foreign pointer) is read.
+  static Superblock* checkedOf(const void* pointer) {
+    auto address = reinterpret_cast<std::uintptr_t>(pointer);
+    address -= (address & (superblock::kBytes - 1)) == 0;
+    Superblock* header = headerAt(address);
+    if (headAt(address)->header != header) [[unlikely]] hardening::invalidPointer(pointer);
+    return header;
+  }
+  // A fresh header for the superblock (or block) holding `address`, in its slot (whose
+  // page the segments made resident), and the slice's head (in its first page, which the
+  // caller made resident): the fields other than these are zero until it is formatted.
   template <bool Hardened, class H>
-  static Superblock* create(H& heap, std::uintptr_t base) {
-    auto* sb = new (headerAt(base)) Superblock();
+  static Superblock* create(H& heap, std::uintptr_t address) {
+    auto* sb = new (headerAt(address)) Superblock();
+    SliceHead* head = headAt(address);
+    storeMetadata(heap, head->freeToken, superblock::kClosedFreeToken);
+    storeMetadata(heap, head->header, sb);
     if constexpr (Hardened) storeMetadata(heap, sb->cookie, liveCookie(sb));
     return sb;
   }
 
   // ---- formatting for a size class ---------------------------------------------------
 
-  // Makes the superblock serve objects of `objectBytes` for `owner`, from its first byte.
+  // Makes the superblock serve objects of `objectBytes` for `owner`, from its head's end.
   template <class H>
   void format(H& heap, void* ownerHeap, std::uint64_t token, std::size_t sizeClassIndex, std::size_t objectSize) {
     auto objectBytesValue = static_cast<std::uint32_t>(objectSize);
@@ -142,8 +171,8 @@ struct alignas(64) Superblock {
     storeMetadata(heap, prev, nullptr);
     storeMetadata(heap, next, nullptr);
     storeMetadata(heap, freeList, nullptr);
-    storeMetadata(heap, firstObject, base);
-    storeMetadata(heap, bump, base);
+    storeMetadata(heap, firstObject, base + sizeof(SliceHead));
+    storeMetadata(heap, bump, base + sizeof(SliceHead));
     storeMetadata(heap, lastStart, base + superblock::kBytes - objectBytesValue);
     storeMetadata(heap, objectBytes, objectBytesValue);
     storeMetadata(heap, reciprocal, ((std::uint64_t{1} << 32) + objectBytesValue - 1) / objectBytesValue);
@@ -176,7 +205,7 @@ struct alignas(64) Superblock {
   template <class H>
   void syncFreeToken(H& heap) {
     bool open = loadMetadata(heap, owner) != nullptr && flags(heap) == 0;
-    storeMetadata(heap, freeToken, open ? loadMetadata(heap, ownerToken) : superblock::kClosedFreeToken);
+    storeMetadata(heap, head()->freeToken, open ? loadMetadata(heap, ownerToken) : superblock::kClosedFreeToken);
   }
   template <class H>
   void disown(H& heap) {
@@ -319,7 +348,7 @@ struct alignas(64) Superblock {
 
   static std::uint32_t liveCookie(const Superblock* sb) { return static_cast<std::uint32_t>(hardening::tagOf(sb)); }
 
-  // Objects lie from firstObject (the superblock's start) to its end. For offsets within
+  // Objects lie from firstObject (past the slice's head) to the superblock's end. For offsets within
   // a superblock, the low 32 bits of offset * ceil(2^32 / size) are k * (the rounding
   // error, < size) < 2^16 when offset = k * size, and at least 2^32 / size >= 2^17
   // otherwise: a multiply and a compare instead of a division.

@@ -109,19 +109,20 @@ class LargeObjectHeap : public Super {
   const LargeObjectConfig& largeObjectConfig() const { return config_; }
 
  private:
-  // The object starts the span, or (aligned above 64 KiB) the slice of it that is
-  // aligned; the header is that slice's (in its slot), and `bump` keeps the span's start.
+  // The object starts past the span's head, or aligned further on; its header is the
+  // slice's it starts in (the slice's before, for an object at a slice's start: aligned
+  // to 64 KiB or more), and `bump` keeps the span's start.
   void* mallocSpan(std::size_t usable, std::size_t alignment) {
-    std::size_t pad = alignment > kSb ? alignment - kSb : 0;
-    std::size_t slices = usable == 0 ? 1 : (pad + usable + kSb - 1) / kSb;  // malloc(0) over no classes
+    std::size_t slices = (sizeof(SliceHead) + alignment + usable + kSb - 1) / kSb;
     Segment* segment = nullptr;
     auto* span = static_cast<char*>(Super::allocSpan(slices, segment));
     if (span == nullptr) return nullptr;
-    auto* object = reinterpret_cast<char*>(alignUp(reinterpret_cast<std::uintptr_t>(span), alignment));
-    if (object != span) Super::makeSlotResident(segment, object);
-    Superblock* sb = Superblock::create<kHardened>(*this, reinterpret_cast<std::uintptr_t>(object));
+    auto* object = reinterpret_cast<char*>(alignUp(reinterpret_cast<std::uintptr_t>(span + sizeof(SliceHead)), alignment));
+    std::uintptr_t headerSlice = headerSliceOf(reinterpret_cast<std::uintptr_t>(object));
+    if (headerSlice >= reinterpret_cast<std::uintptr_t>(span) + kSb) Super::makeSlotResident(segment, reinterpret_cast<void*>(headerSlice));
+    Superblock* sb = Superblock::create<kHardened>(*this, headerSlice);
     auto* end = reinterpret_cast<char*>(alignUp(reinterpret_cast<std::uintptr_t>(object + usable), superblock::kPageBytes));
-    Super::makeResident(segment, object, end);
+    Super::makeResident(segment, span, end);
     storeMetadata(*this, sb->freeFlags, superblock::kLargeBlock);
     storeMetadata(*this, sb->sizeClass, kFromSpan);
     storeMetadata(*this, sb->block, static_cast<void*>(segment));
@@ -132,19 +133,17 @@ class LargeObjectHeap : public Super {
   }
 
   // A block of the parent (SegmentHeap's malloc, through the cache): it starts the second
-  // slice of a 4 MiB-aligned region whose first slice holds the header's slot. An object
-  // aligned to 4 MiB or more starts a region further on: its header is the last slot of
-  // the region before.
+  // slice of a 4 MiB-aligned region whose first slice holds the header's slot, and the
+  // object starts past the slice's head (or aligned further on, as in a span).
   void* mallocFromParent(std::size_t usable, std::size_t alignment) {
-    std::size_t bytes = usable + (alignment > kMinAlignment ? alignment : 0);
+    std::size_t bytes = usable + sizeof(SliceHead) + alignment;
     if constexpr (kSecure) bytes += 3 * superblock::kPageBytes;  // at least one whole guard page
     ++clock_;
     void* raw = Super::malloc(bytes);
     if (raw == nullptr) return nullptr;
     auto rawAddress = reinterpret_cast<std::uintptr_t>(raw);
-    std::uintptr_t object = alignUp(rawAddress, alignment);
-    // Superblock::of's rule: an object at a region's start has the last slot of the one before.
-    Superblock* sb = Superblock::create<kHardened>(*this, object % superblock::kRegionBytes == 0 ? object - 1 : object);
+    std::uintptr_t object = alignUp(rawAddress + sizeof(SliceHead), alignment);
+    Superblock* sb = Superblock::create<kHardened>(*this, headerSliceOf(object));
     storeMetadata(*this, sb->freeFlags, superblock::kLargeBlock);
     storeMetadata(*this, sb->sizeClass, kFromParent);
     storeMetadata(*this, sb->block, raw);
@@ -164,6 +163,9 @@ class LargeObjectHeap : public Super {
     largeBlocks_ = sb;
     return reinterpret_cast<void*>(object);
   }
+
+  // Superblock::of's rule: an object at a slice's start has the slice's before.
+  static std::uintptr_t headerSliceOf(std::uintptr_t object) { return object - ((object & (kSb - 1)) == 0); }
 
   bool keptByParent(std::size_t bytes) const {
     if constexpr (requires(const Super& parent) { parent.limits().maxObjectBytes; }) return bytes <= Super::limits().maxObjectBytes;

@@ -133,15 +133,16 @@ class SuperblockHeap : public Super {
 
   // ---- free -----------------------------------------------------------------------------
 
-  // The inline path: the superblock's free token is this heap's, so no flag asks for
-  // more. A large block's header has a closed token; a pointer at a region's start is a
-  // large block's (Superblock::of).
+  // The inline path: the superblock's free token (in its slice's head) is this heap's, so
+  // no flag asks for more. A large block's head has a closed token; an object at a slice's
+  // start is a large block's (a superblock's objects start past its head).
   void free(void* pointer) {
     if (pointer == nullptr) return;
     auto address = reinterpret_cast<std::uintptr_t>(pointer);
-    if ((address & (superblock::kRegionBytes - 1)) != 0) [[likely]] {
-      Superblock* sb = Superblock::headerAt(address);
-      if (loadMetadata(*this, sb->freeToken) == token_) [[likely]] {
+    if ((address & (superblock::kBytes - 1)) != 0) [[likely]] {
+      SliceHead* head = Superblock::headAt(address);
+      if (loadMetadata(*this, head->freeToken) == token_) [[likely]] {
+        Superblock* sb = loadMetadata(*this, head->header);
         auto* node = static_cast<FreeNode*>(pointer);
         if constexpr (kHardened) hardening::checkAndTagFreed(node);
         sb->template fillFreed<kSecure>(node);
@@ -262,7 +263,7 @@ class SuperblockHeap : public Super {
   std::uint64_t freeToken() const { return token_; }
 
   [[gnu::noinline]] void freeSlow(void* pointer) {
-    Superblock* sb = Superblock::of(pointer);
+    Superblock* sb = kHardened ? Superblock::checkedOf(pointer) : Superblock::of(pointer);
     if constexpr (kHardened) sb->checkHeader(pointer);
     std::uint32_t flags = sb->flags(*this);
     if (flags & superblock::kLargeBlock) {

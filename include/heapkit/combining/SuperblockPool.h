@@ -68,8 +68,9 @@ class SuperblockPool : public Super {
     Segment* segment = nullptr;
     auto* span = static_cast<char*>(Super::allocSpan(1, segment));
     if (span == nullptr) return nullptr;
-    // Its header goes in its slot (the segments made the slot's page resident); its own
-    // pages become resident as objects are carved from them.
+    // Its head is written only now (its header in its slot, whose page the segments made
+    // resident): a segment's unused slices cost no pages.
+    Super::makeResident(segment, span, span + superblock::kPageBytes);
     sb = Superblock::create<kHardened>(*this, reinterpret_cast<std::uintptr_t>(span));
     storeMetadata(*this, sb->block, static_cast<void*>(segment));
     storeMetadata(*this, sb->residentEnd, span + Super::residentPrefix(segment, span));
@@ -127,12 +128,12 @@ class SuperblockPool : public Super {
     warmCount_.fetch_sub(1, std::memory_order_relaxed);
   }
 
-  // Gives the superblock's pages back (its header is in its segment's slots).
+  // Keeps the head's page; gives the rest of the pages back.
   void giveBackPages(Superblock* sb) {
     char* base = reinterpret_cast<char*>(Superblock::baseOf(sb));
-    if (loadMetadata(*this, sb->residentEnd) <= base) return;
-    Super::purgeSliceTail(segmentOf(sb), base);
-    storeMetadata(*this, sb->residentEnd, base);
+    if (loadMetadata(*this, sb->residentEnd) <= base + superblock::kPageBytes) return;
+    Super::purgeSliceTail(segmentOf(sb), base + superblock::kPageBytes);
+    storeMetadata(*this, sb->residentEnd, base + superblock::kPageBytes);
   }
 
   // The superblock freed longest ago goes back to the segments, its pages purged; or,
@@ -157,6 +158,7 @@ class SuperblockPool : public Super {
       Superblock* oldest = warmTail_;
       auto resident = static_cast<std::size_t>(loadMetadata(*this, oldest->residentEnd) -
                                                reinterpret_cast<char*>(Superblock::baseOf(oldest)));
+      resident = resident > superblock::kPageBytes ? resident - superblock::kPageBytes : 0;  // less the head's page
       if (unoffsetGrowth_ < resident) return;
       unoffsetGrowth_ -= resident;
       coolOldestWarm(true);

@@ -80,6 +80,7 @@ class ScalableHeap {
   static_assert(std::is_convertible_v<const Config&, const ScalableCoreConfig&>, "Config is a ScalableCoreConfig");
   using Shared = ScalableSharedLayers<Top>;
   static constexpr bool kHardened = hardened<Top>();
+  static constexpr std::size_t kSb = superblock::kBytes;
 
   // The parent of every thread's heap: the shared layers, under the pool lock.
   class SharedRef {
@@ -213,18 +214,19 @@ class ScalableHeap {
   // free: the superblock's free token is this thread's heap's, so this thread owns it and
   // none of its flags asks for more. A large block's header has no token, and a thread
   // without a heap has none, so neither matches; nor does this thread when it last used
-  // another instance (its heap there has another token). Reads one word of the first 16
-  // KiB of the 4 MiB-aligned region that holds `pointer`, whatever the pointer (null
-  // excepted: it goes to otherwise), and nothing else unless the token matches.
+  // another instance (its heap there has another token). Reads the first word of the 64
+  // KiB-aligned block that holds `pointer`, whatever the pointer (null included: it goes
+  // to otherwise), and nothing else unless the token matches.
   template <class Otherwise>
   [[gnu::always_inline]] void freeInline(void* pointer, Otherwise otherwise) {
     auto address = reinterpret_cast<std::uintptr_t>(pointer);
-    // Only a large block aligned to 4 MiB or more starts a region (the region's first
-    // slice is metadata), and null does: the slow path (Superblock::of). Hardened, an
-    // unaligned pointer goes there too, to be reported.
-    if ((address & (superblock::kRegionBytes - 1)) != 0 && (!kHardened || (address & (kMinAlignment - 1)) == 0)) [[likely]] {
-      Superblock* sb = Superblock::headerAt(address);
-      if (sb->freeToken.load(std::memory_order_relaxed) == Threads::threadCache.freeToken) [[likely]] {
+    // A superblock's objects start past its slice's head, so only a large block's object
+    // starts on a slice boundary (its header is the slice's before), and null does: the
+    // slow path. Hardened, an unaligned pointer goes there too, to be reported.
+    if ((address & (kSb - 1)) != 0 && (!kHardened || (address & (kMinAlignment - 1)) == 0)) [[likely]] {
+      SliceHead* head = Superblock::headAt(address);
+      if (head->freeToken.load(std::memory_order_relaxed) == Threads::threadCache.freeToken) [[likely]] {
+        Superblock* sb = head->header;
         auto* node = static_cast<FreeNode*>(pointer);
         if constexpr (kHardened) {
           // checkAndTagFreed, with the report reached by a jump (core/Hardening.h).
@@ -353,7 +355,7 @@ class ScalableHeap {
     if constexpr (kHardened) {
       if (reinterpret_cast<std::uintptr_t>(pointer) % kMinAlignment != 0) return hardening::reportInvalidPointer(pointer);
     }
-    Superblock* sb = Superblock::of(pointer);
+    Superblock* sb = kHardened ? Superblock::checkedOf(pointer) : Superblock::of(pointer);
     if constexpr (kHardened) sb->checkHeader(pointer);
     std::uint32_t flags = sb->flags(*this);
     if (flags & superblock::kLargeBlock) {
