@@ -460,15 +460,25 @@ class SegmentHeap : public Super {
   // null. Taking a purged span of the best length instead would fault its pages in while
   // resident ones wait to be purged: with blocks of 120-710 KiB replaced at random, best
   // fit alone faulted in a tenth of every block allocated.
+  // A span with a segment of its own takes the shortest of them instead: it is taken
+  // whole, pages and all.
   SliceEntry* residentFit(std::size_t slices) {
     SliceEntry* entry = ageNewest_;
+    SliceEntry* best = nullptr;
+    std::size_t bestLength = SIZE_MAX;
     for (std::size_t probes = 0; entry != nullptr && probes < kResidentProbes; ++probes) {
       countStep(*this);
       std::size_t length = loadMetadata(*this, entry->spanSlices);
-      if (length >= slices && ownSegment(length) == ownSegment(slices)) return entry;
+      if (length >= slices && ownSegment(length) == ownSegment(slices)) {
+        if (!ownSegment(slices)) return entry;
+        if (length < bestLength) {
+          best = entry;
+          bestLength = length;
+        }
+      }
       entry = loadMetadata(*this, entry->nextAge);
     }
-    return nullptr;
+    return best;
   }
 
   // The shortest span of the list of long ones that holds `slices`, or null.
@@ -490,8 +500,7 @@ class SegmentHeap : public Super {
   // The first span long enough among the few freed last with resident pages; else best
   // fit by length (the span freed last among equals). Split: the rest stays free with the
   // age of the whole (its place in the age list). Null when no free span is long enough.
-  // A span with a segment of its own is taken whole (`slices` becomes its length), the
-  // pages of the slices past the request purged.
+  // A span with a segment of its own is taken whole (`slices` becomes its length).
   SliceEntry* takeFreeSpan(std::size_t& slices) {
     SliceEntry* entry = residentFit(slices);
     if (entry == nullptr) {
@@ -515,14 +524,9 @@ class SegmentHeap : public Super {
       older = loadMetadata(*this, entry->nextAge);
     }
     unlinkFree(entry);
-    if (ownSegment(length) && length > slices) {
-      // Its segment holds one span: the slices past the request go with it, without
-      // their pages (no other span can use them, nor should the budget count them free).
-      std::size_t purged = purgeSlices(segment, index + slices, length - slices);
-      residentFreeBytes_ -= purged;
-      resident -= purged;
-      slices = length;
-    }
+    // Its segment holds one span: the slices past the request go with it, and their pages
+    // (purging them made bigblocks fault every page back in: 4x the system time).
+    if (ownSegment(length)) slices = length;
     std::size_t taken = residentOf(segment, index, slices);
     residentFreeBytes_ -= taken;
     if (length > slices) {
