@@ -246,8 +246,8 @@ TEST(ScalableCoreHeap, FixedSizeClassesAreTheTablesClassesByType) {
 // Counts come from the accesses: a malloc served from a superblock's free list reads the
 // direct table's entry, the list head, the object's link and the count of objects in use,
 // and writes the head and the count (one step: the lookup); a free on the owner's path
-// reads the free token, the list head and the count, and writes the object's link, the
-// head and the count.
+// reads the free token and the header's address (the slice's head), the list head and the
+// count, and writes the object's link, the head and the count.
 TEST(ScalableCoreHeap, CountsComeFromTheAccesses) {
   ReservedArena<CountedMemory> arena(std::size_t{1} << 30);
   ArenaCore<CountedMemory, ScalableSizeClasses> heap(ScalableCoreConfig{}, arena, kOwner);
@@ -264,9 +264,44 @@ TEST(ScalableCoreHeap, CountsComeFromTheAccesses) {
   heap.free(object);
   WorkCounts afterFree = arena.workCounts();
   EXPECT_EQ(afterFree.steps - afterMalloc.steps, 0u);
-  EXPECT_EQ(afterFree.reads - afterMalloc.reads, 3u);
+  EXPECT_EQ(afterFree.reads - afterMalloc.reads, 4u);
   EXPECT_EQ(afterFree.writes - afterMalloc.writes, 3u);
   heap.free(second);
+}
+
+// A superblock's header is in its segment's slots, not in the superblock: a superblock
+// holds (65,536 - 16) / size objects, past its 16-byte head (with the header inside, a
+// class of 4,368 bytes got 14, one of 4,000 bytes 15). Over real memory and over the
+// simulator's.
+template <class Memory>
+void expectWholeSuperblocksOfObjects() {
+  ReservedArena<Memory> arena(std::size_t{1} << 30);
+  ArenaCore<Memory, SizeClassTable> heap(configWith({4000, 4368, 32 * kKiB}), arena, kOwner);
+  for (std::size_t size : {std::size_t{4000}, std::size_t{4368}, 32 * kKiB}) {
+    std::size_t perSuperblock = (superblock::kBytes - sizeof(SliceHead)) / size;
+    std::vector<char*> objects;
+    for (std::size_t i = 0; i < 3 * perSuperblock; ++i) objects.push_back(static_cast<char*>(heap.malloc(size)));
+    std::size_t superblocks = 0;
+    for (std::size_t i = 0; i < objects.size(); ++i) {
+      ASSERT_NE(objects[i], nullptr);
+      auto base = reinterpret_cast<std::uintptr_t>(objects[i]) & ~(superblock::kBytes - 1);
+      Superblock* sb = Superblock::of(objects[i]);
+      EXPECT_EQ(Superblock::baseOf(sb), base);
+      auto* header = reinterpret_cast<char*>(sb);
+      EXPECT_TRUE(header + sizeof(Superblock) <= reinterpret_cast<char*>(base) &&
+                  reinterpret_cast<std::uintptr_t>(header) % superblock::kRegionBytes < superblock::kSlotsBytes)
+          << "the header lies in its region's slots, outside every superblock";
+      if (i == 0 || Superblock::of(objects[i - 1]) != sb) ++superblocks;
+      EXPECT_EQ(heap.getSize(objects[i]), size);
+    }
+    EXPECT_EQ(superblocks, 3u) << size << "-byte objects: " << perSuperblock << " a superblock";
+    for (char* object : objects) heap.free(object);
+  }
+}
+
+TEST(ScalableCoreHeap, ASuperblockIsObjectsFromItsFirstByte) {
+  expectWholeSuperblocksOfObjects<CountedMemory>();
+  expectWholeSuperblocksOfObjects<SimulatedMemory>();
 }
 
 // A new segment's pages after its metadata were never touched: they are held but never

@@ -5,10 +5,13 @@
 // and its pages go back to the OS only after a delay, or when the free pages kept exceed
 // a budget that follows what the program uses.
 //
-//  - A segment is at least 64 slices (4 MiB), or as many as a bigger span needs: one
-//    block of the parent (its top heap), with its metadata (one entry per slice) at the
-//    block's start, before the first slice. Slices are aligned to 64 KiB, so a
-//    superblock's header is found by masking.
+//  - A segment is a region of 4 MiB aligned to 4 MiB (cut from a block of the parent, its
+//    top heap, 4 MiB larger; the pages around it are never touched): its first slice is
+//    metadata, the segment itself, the slots of its slices' headers and one entry per
+//    slice (building/Superblock.h: a superblock's or a block's header is found from an
+//    address by masking to the region), and 63 slices follow. A span longer than 63
+//    slices gets a segment of its own, as long as the next power of two, that holds that
+//    one span at a time (its header's slot is in its first region, where the span starts).
 //  - A free span is taken first fit among the few freed last that still have their pages
 //    (reusing them faults nothing in), else best fit by length (a list per length up to
 //    63 slices, one list of longer spans, and a bitmap of the non-empty lists), and split;
@@ -59,8 +62,9 @@ namespace heapkit {
 
 namespace segment {
 inline constexpr std::size_t kSliceBytes = superblock::kBytes;
-inline constexpr std::size_t kSlices = 64;  // of an ordinary segment (a bigger span gets a bigger one)
-inline constexpr std::size_t kSegmentBytes = kSlices * kSliceBytes;  // 4 MiB
+// Of an ordinary segment, after its metadata slice (a longer span gets a segment of its own).
+inline constexpr std::size_t kSlices = superblock::kRegionSlices - 1;
+inline constexpr std::size_t kSegmentBytes = superblock::kRegionBytes;  // 4 MiB, its alignment
 inline constexpr std::size_t kBins = 64;    // lengths 1 to 63, then one list of longer spans
 }  // namespace segment
 
@@ -94,6 +98,8 @@ class SegmentHeap : public Super {
     std::uint64_t ageKey;     // a free span's first entry: the oldest freedAt of its resident slices (or earlier)
     std::uint64_t residentSum;  // a free span's first entry: resident bytes of all its slices
   };
+  // At the region's start, in the slot of its metadata slice; the slots of the others'
+  // headers follow, then the entries.
   struct Segment {
     Segment* prev;
     Segment* next;
@@ -101,14 +107,18 @@ class SegmentHeap : public Super {
     std::size_t purgedBytes;  // of the block, purged and not reused: reused before it goes back
     std::size_t usedSlices;
     std::size_t sliceCount;
-    SliceEntry* slices() { return reinterpret_cast<SliceEntry*>(this + 1); }
+    void* block;                 // the parent's block the region was cut from
+    std::uint64_t residentSlotPages;  // bit p: page p of the header slots is counted resident
+    SliceEntry* slices() { return reinterpret_cast<SliceEntry*>(reinterpret_cast<char*>(this) + superblock::kSlotsBytes); }
   };
-  static_assert(sizeof(Segment) % alignof(SliceEntry) == 0);
+  static_assert(sizeof(Segment) <= superblock::kSlotBytes && superblock::kSlotsBytes % alignof(SliceEntry) == 0);
 
   static constexpr std::size_t kSliceBytes = segment::kSliceBytes;
   static constexpr std::size_t kResidentProbes = 8;
-  // Spans of up to 2^30 slices (64 TiB): the entries' 32-bit fields.
-  static constexpr std::size_t kMaxSpanSlices = std::size_t{1} << 30;
+  // Spans of up to 2^15 slices (2 GiB): the entries of a segment of 2^15 slices take 41
+  // slices, and the span's header slot must lie in the first region.
+  static constexpr std::size_t kMaxSpanSlices = std::size_t{1} << 15;
+  static constexpr std::size_t kMaxSpanBytes = kMaxSpanSlices * kSliceBytes;
 
   template <class... SuperArgs>
   explicit SegmentHeap(const SegmentConfig& config, SuperArgs&&... superArgs)
@@ -139,10 +149,25 @@ class SegmentHeap : public Super {
     segment = segmentOf(entry);
     std::size_t index = loadMetadata(*this, entry->index);
     markSpan(segment, index, slices, false);
+    char* span = loadMetadata(*this, segment->firstSlice) + index * kSliceBytes;
+    makeSlotResident(segment, span);
     storeMetadata(*this, segment->usedSlices, loadMetadata(*this, segment->usedSlices) + slices);
     inUseSlices_ += slices;
     if (inUseSlices_ > windowPeakSlices_) windowPeakSlices_ = inUseSlices_;
-    return loadMetadata(*this, segment->firstSlice) + index * kSliceBytes;
+    return span;
+  }
+
+  // The page holding the header slot of the slice at `slice` (in a span in use) is counted
+  // resident: a header is written there. Slot pages stay resident while the segment lives.
+  void makeSlotResident(Segment* segment, const void* slice) {
+    auto address = reinterpret_cast<std::uintptr_t>(slice);
+    std::size_t page = ((address >> std::countr_zero(kSliceBytes)) & (superblock::kRegionSlices - 1)) *
+                       superblock::kSlotBytes / superblock::kPageBytes;
+    std::uint64_t resident = loadMetadata(*this, segment->residentSlotPages);
+    if (resident & (std::uint64_t{1} << page)) return;
+    Super::reuse(reinterpret_cast<char*>(segment) + page * superblock::kPageBytes, superblock::kPageBytes);
+    storeMetadata(*this, segment->purgedBytes, loadMetadata(*this, segment->purgedBytes) - superblock::kPageBytes);
+    storeMetadata(*this, segment->residentSlotPages, resident | (std::uint64_t{1} << page));
   }
 
   // Gives a span back; with purgeNow its resident pages go back to the OS at once (a
@@ -213,7 +238,7 @@ class SegmentHeap : public Super {
   }
 
   // The pages of an in-use slice from `from` (a page boundary) to the slice's end go
-  // back to the OS: a superblock that keeps its header page and gives back the rest.
+  // back to the OS: a superblock that keeps its head's page and gives back the rest.
   void purgeSliceTail(Segment* segment, char* from) {
     char* firstSlice = loadMetadata(*this, segment->firstSlice);
     std::size_t index = static_cast<std::size_t>(from - firstSlice) / kSliceBytes;
@@ -229,6 +254,45 @@ class SegmentHeap : public Super {
   std::size_t residentPrefix(Segment* segment, const void* slice) {
     return loadMetadata(*this, segment->slices()[sliceIndex(segment, slice)].resident);
   }
+
+  // ---- blocks for the layers above (the large-block cache) ---------------------------
+
+  // A block of `size` bytes (to the page) that starts the second slice of a 4 MiB-aligned
+  // region, cut from a block of the parent 4 MiB and a slice larger: the region's first 16 KiB hold
+  // the block's header slot (and, in slot 0, where the parent's block is), so that a
+  // block's header is found by the same mask as a superblock's (combining/
+  // LargeObjectHeap.h). The pages before the region, after the slots and after the block
+  // were never touched: they are not counted resident, and go back with the block.
+  static constexpr bool KeepsSizeWord = false;
+  void* malloc(std::size_t size) {
+    if (size > kMaxRequestBytes - superblock::kRegionBytes - 2 * kSliceBytes) return nullptr;
+    void* raw = Super::malloc(size + superblock::kRegionBytes + kSliceBytes);
+    if (raw == nullptr) return nullptr;
+    auto start = reinterpret_cast<std::uintptr_t>(raw);
+    auto region = alignUp(start, superblock::kRegionBytes);
+    auto* block = reinterpret_cast<BlockInRegion*>(region);
+    auto page = [](std::uintptr_t address) { return reinterpret_cast<char*>(address); };
+    std::size_t bytes = alignUp(size, superblock::kPageBytes);
+    std::uintptr_t end = (start + Super::getSize(raw)) & ~(superblock::kPageBytes - 1);
+    std::size_t untouched = purgeUntouchedRange(page(alignUp(start, superblock::kPageBytes)), page(region)) +
+                            purgeUntouchedRange(page(region + superblock::kSlotsBytes), page(region + kSliceBytes)) +
+                            purgeUntouchedRange(page(region + kSliceBytes + bytes), page(end));
+    storeMetadata(*this, block->parentBlock, raw);
+    storeMetadata(*this, block->purgedBytes, untouched);
+    storeMetadata(*this, block->bytes, bytes);
+    return page(region + kSliceBytes);
+  }
+  void free(void* object) {
+    if (object == nullptr) return;
+    auto* block = blockInRegion(object);
+    void* raw = loadMetadata(*this, block->parentBlock);
+    std::size_t purged = loadMetadata(*this, block->purgedBytes);
+    if constexpr (requires { Super::forgetPurged(raw, purged); }) Super::forgetPurged(raw, purged);
+    else Super::reuse(raw, purged);
+    Super::free(raw);
+  }
+  // The bytes asked for, to the page: the rest of the parent's block is not the caller's.
+  std::size_t getSize(void* object) const { return loadMetadata(*this, blockInRegion(object)->bytes); }
 
   // Slices not in a span in use, over every segment (tests, and the pool's count).
   std::size_t freeSlices() const { return totalSlices_ - inUseSlices_; }
@@ -248,7 +312,30 @@ class SegmentHeap : public Super {
   const SegmentConfig& segmentConfig() const { return config_; }
 
  private:
-  static Segment* segmentOf(SliceEntry* entry) { return reinterpret_cast<Segment*>(entry - entry->index) - 1; }
+  // Slot 0 of a block's region (combining/LargeObjectHeap.h writes the block's header in
+  // the slot of the slice its object starts in).
+  struct BlockInRegion {
+    void* parentBlock;
+    std::size_t purgedBytes;
+    std::size_t bytes;
+  };
+  static BlockInRegion* blockInRegion(const void* object) {
+    return reinterpret_cast<BlockInRegion*>(reinterpret_cast<std::uintptr_t>(object) - kSliceBytes);
+  }
+  std::size_t purgeUntouchedRange(char* from, char* to) {
+    if (to <= from) return 0;
+    auto bytes = static_cast<std::size_t>(to - from);
+    if constexpr (requires { Super::purgeUntouched(from, bytes); }) Super::purgeUntouched(from, bytes);
+    else Super::purge(from, bytes);
+    return bytes;
+  }
+
+  static Segment* segmentOf(SliceEntry* entry) {
+    return reinterpret_cast<Segment*>(reinterpret_cast<char*>(entry - entry->index) - superblock::kSlotsBytes);
+  }
+  // A span in an ordinary segment, or one with a segment of its own: neither kind takes
+  // the other's free spans.
+  static bool ownSegment(std::size_t slices) { return slices > segment::kSlices; }
   std::size_t sliceIndex(Segment* segment, const void* address) {
     return static_cast<std::size_t>(static_cast<const char*>(address) - loadMetadata(*this, segment->firstSlice)) /
            kSliceBytes;
@@ -373,14 +460,25 @@ class SegmentHeap : public Super {
   // null. Taking a purged span of the best length instead would fault its pages in while
   // resident ones wait to be purged: with blocks of 120-710 KiB replaced at random, best
   // fit alone faulted in a tenth of every block allocated.
+  // A span with a segment of its own takes the shortest of them instead: it is taken
+  // whole, pages and all.
   SliceEntry* residentFit(std::size_t slices) {
     SliceEntry* entry = ageNewest_;
+    SliceEntry* best = nullptr;
+    std::size_t bestLength = SIZE_MAX;
     for (std::size_t probes = 0; entry != nullptr && probes < kResidentProbes; ++probes) {
       countStep(*this);
-      if (loadMetadata(*this, entry->spanSlices) >= slices) return entry;
+      std::size_t length = loadMetadata(*this, entry->spanSlices);
+      if (length >= slices && ownSegment(length) == ownSegment(slices)) {
+        if (!ownSegment(slices)) return entry;
+        if (length < bestLength) {
+          best = entry;
+          bestLength = length;
+        }
+      }
       entry = loadMetadata(*this, entry->nextAge);
     }
-    return nullptr;
+    return best;
   }
 
   // The shortest span of the list of long ones that holds `slices`, or null.
@@ -402,10 +500,13 @@ class SegmentHeap : public Super {
   // The first span long enough among the few freed last with resident pages; else best
   // fit by length (the span freed last among equals). Split: the rest stays free with the
   // age of the whole (its place in the age list). Null when no free span is long enough.
-  SliceEntry* takeFreeSpan(std::size_t slices) {
+  // A span with a segment of its own is taken whole (`slices` becomes its length).
+  SliceEntry* takeFreeSpan(std::size_t& slices) {
     SliceEntry* entry = residentFit(slices);
     if (entry == nullptr) {
       std::uint64_t candidates = loadMetadata(*this, nonEmptyBins_) & (~std::uint64_t{0} << binOf(slices));
+      // The last bin holds the spans with a segment of their own (ordinary ones are shorter).
+      if (!ownSegment(slices)) candidates &= ~(std::uint64_t{1} << (segment::kBins - 1));
       countStep(*this);
       if (candidates == 0) return nullptr;
       std::size_t bin = static_cast<std::size_t>(std::countr_zero(candidates));
@@ -423,6 +524,9 @@ class SegmentHeap : public Super {
       older = loadMetadata(*this, entry->nextAge);
     }
     unlinkFree(entry);
+    // Its segment holds one span: the slices past the request go with it, and their pages
+    // (purging them made bigblocks fault every page back in: 4x the system time).
+    if (ownSegment(length)) slices = length;
     std::size_t taken = residentOf(segment, index, slices);
     residentFreeBytes_ -= taken;
     if (length > slices) {
@@ -529,43 +633,55 @@ class SegmentHeap : public Super {
 
   // ---- segments -----------------------------------------------------------------------
 
-  // A segment of at least `slices` slices: 64, or for a longer span the next power of
+  // A segment of at least `slices` slices: 63, or for a longer span the next power of
   // two, so that the segment can serve the next, somewhat longer span when this one is
   // freed (a loop replacing 5-25 MiB blocks mapped a new segment and faulted it in for a
   // third of its blocks with segments of the span's length, and purged old ones as often).
+  // Its region is the 4 MiB-aligned address in a block of the parent 4 MiB larger: only
+  // the metadata's pages are touched (the slots' pages as headers are written there).
   bool addSegment(std::size_t slices) {
-    std::size_t count = slices > segment::kSlices ? std::bit_ceil(slices) : segment::kSlices;
-    std::size_t metadata = sizeof(Segment) + count * sizeof(SliceEntry);
-    void* raw = Super::malloc(metadata + kSliceBytes + count * kSliceBytes);
+    std::size_t count = ownSegment(slices) ? std::bit_ceil(slices) : segment::kSlices;
+    std::size_t metadata = superblock::kSlotsBytes + count * sizeof(SliceEntry);
+    std::size_t metadataSlices = (metadata + kSliceBytes - 1) / kSliceBytes;
+    std::size_t blockBytes = superblock::kRegionBytes + (metadataSlices + count) * kSliceBytes;
+    void* raw = Super::malloc(blockBytes);
     if (raw == nullptr) return false;
-    auto* segment = new (raw) Segment();
     auto start = reinterpret_cast<std::uintptr_t>(raw);
+    auto region = alignUp(start, superblock::kRegionBytes);
+    auto* segment = new (reinterpret_cast<void*>(region)) Segment();
+    storeMetadata(*this, segment->block, raw);
     SliceEntry* entries = segment->slices();
     for (std::size_t i = 0; i < count; ++i) {
       countStep(*this);
       new (&entries[i]) SliceEntry();
       storeMetadata(*this, entries[i].index, static_cast<std::uint32_t>(i));
     }
-    char* firstSlice = reinterpret_cast<char*>(alignUp(start + metadata, kSliceBytes));
+    char* firstSlice = reinterpret_cast<char*>(region + metadataSlices * kSliceBytes);
     storeMetadata(*this, segment->firstSlice, firstSlice);
     storeMetadata(*this, segment->sliceCount, count);
+    storeMetadata(*this, segment->residentSlotPages, std::uint64_t{1});  // the segment's page
     storeMetadata(*this, segment->next, segments_);
     storeMetadata(*this, segment->prev, nullptr);
     if (segments_ != nullptr) storeMetadata(*this, segments_->prev, segment);
     segments_ = segment;
     ++segmentCount_;
     totalSlices_ += count;
-    // The block's pages after the metadata were never touched: out of the resident count.
-    char* purgeFrom = reinterpret_cast<char*>(alignUp(start + metadata, superblock::kPageBytes));
-    char* purgeTo = reinterpret_cast<char*>((start + Super::getSize(raw)) & ~(superblock::kPageBytes - 1));
-    std::size_t untouched = static_cast<std::size_t>(purgeTo - purgeFrom);
-    // A top heap that can tell untouched pages from purged ones keeps them out of its
-    // resident high-water mark too: the process's resident set never held them.
-    if constexpr (requires { Super::purgeUntouched(purgeFrom, untouched); }) Super::purgeUntouched(purgeFrom, untouched);
-    else Super::purge(purgeFrom, untouched);
-    storeMetadata(*this, segment->purgedBytes, loadMetadata(*this, segment->purgedBytes) + untouched);
+    // The block's pages but the segment's page and the entries' were never touched: out of
+    // the resident count. The slots' pages come back as headers are written there.
+    auto page = [](std::uintptr_t address) { return reinterpret_cast<char*>(address); };
+    std::uintptr_t end = (start + Super::getSize(raw)) & ~(superblock::kPageBytes - 1);
+    purgeUntouched(segment, page(alignUp(start, superblock::kPageBytes)), page(region));
+    purgeUntouched(segment, page(region + superblock::kPageBytes), page(region + superblock::kSlotsBytes));
+    purgeUntouched(segment, page(alignUp(region + metadata, superblock::kPageBytes)), page(end));
     linkFree(markSpan(segment, 0, count, true));
     return true;
+  }
+
+  // A top heap that can tell untouched pages from purged ones keeps them out of its
+  // resident high-water mark too: the process's resident set never held them.
+  void purgeUntouched(Segment* segment, char* from, char* to) {
+    std::size_t bytes = purgeUntouchedRange(from, to);
+    storeMetadata(*this, segment->purgedBytes, loadMetadata(*this, segment->purgedBytes) + bytes);
   }
 
   // A segment with no span in use and no resident free page goes back to the parent,
@@ -596,14 +712,15 @@ class SegmentHeap : public Super {
 
   void giveBack(Segment* segment) {
     std::size_t purged = loadMetadata(*this, segment->purgedBytes);
+    void* block = loadMetadata(*this, segment->block);
     // A top heap that can forget purged pages of a block it takes back does not count them
     // resident for the moment before the free (its resident high-water mark is the RSS's).
-    if constexpr (requires { Super::forgetPurged(segment, purged); }) {
-      if (purged != 0) Super::forgetPurged(segment, purged);
+    if constexpr (requires { Super::forgetPurged(block, purged); }) {
+      if (purged != 0) Super::forgetPurged(block, purged);
     } else {
-      if (purged != 0) Super::reuse(segment, purged);
+      if (purged != 0) Super::reuse(block, purged);
     }
-    Super::free(segment);
+    Super::free(block);
   }
 
   SegmentConfig config_{};

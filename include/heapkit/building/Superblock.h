@@ -3,17 +3,24 @@
 // masking, its free list, lazy carving of fresh objects, the list of blocks other threads
 // freed, and the hardening checks of a header. Not a heap by itself: SuperblockHeap
 // (combining/) keeps superblocks per size class, SuperblockPool hands them out, and the
-// large-object path (combining/LargeObjectHeap.h) writes the same header at the start of
-// every medium or large block, so that free finds any pointer's header the same way.
+// large-object path (combining/LargeObjectHeap.h) gives every medium or large block the
+// same kind of header, so that free finds any pointer's header the same way.
 //
 // Every operation takes the heap it counts against (core/Counting.h): over a counting top
 // heap (the simulator's) each metadata word it reads or writes is counted, one step per
 // loop iteration; over real memory they are plain loads and stores.
 //
-// Layout of a superblock (64 KiB, aligned to 64 KiB):
-//   [16 bytes][objects in the colour gap][header, 192 bytes at one of 16 colours][objects ...]
-// The header sits at a colour offset chosen by the superblock's address, so that headers
-// 64 KiB apart do not all fall in the same cache sets; the gap before it holds objects too.
+// Where the header is (mimalloc's page info in its segment): outside the superblock, in
+// a slot of the 4 MiB-aligned region that holds it. A region is 64 slices of 64 KiB; its
+// first slice is metadata (building/SegmentHeap.h: the segment, then the slots), and the
+// header of slice i is slot i, 256 bytes at i * 256 from the region's start:
+//   region: [segment | slot 1 | ... | slot 63 | slice entries ...][slice 1]...[slice 63]
+//   slot of an address = (address & ~(4 MiB - 1)) | ((address >> 8) & 0x3F00)
+// A slice keeps only its first 16 bytes, its head: the free token and the header's
+// address. free reads the head of the 64 KiB block a pointer lies in (a foreign pointer's
+// block is as likely mapped as before; a region's start often is not), and only when the
+// token is the heap's, the header. So a superblock holds objects from 16 bytes in to its
+// end: a class of 4,368 bytes gets 15 objects (a header inside left room for 14).
 #pragma once
 
 #include <atomic>
@@ -33,13 +40,13 @@ namespace superblock {
 // program runs: with 256 KiB, espresso's peak RSS was 1.27x glibc's, with 64 KiB 1.14x.
 inline constexpr std::size_t kBytes = 64 * 1024;
 inline constexpr std::size_t kPageBytes = 4096;
-// 16 colours 256 bytes apart (not 192), so that finding the header is a shift, a mask and an or.
-inline constexpr std::size_t kColors = 16;
-inline constexpr std::size_t kColorStride = 256;
-inline constexpr std::size_t kHeaderAreaBytes = kColors * kColorStride;  // 4 KiB
-// Objects in the colour gap start 16 bytes in: an object at a superblock boundary would
-// be taken for a large block's (whose object may start there, see of()).
-inline constexpr std::size_t kGapOffset = kMinAlignment;
+// The region whose first slice holds the headers of its slices (building/SegmentHeap.h
+// aligns its segments to it).
+inline constexpr std::size_t kRegionBytes = 4 * 1024 * 1024;
+inline constexpr std::size_t kRegionSlices = kRegionBytes / kBytes;  // 64, slot 0 the segment's
+// 256 bytes a slot (not 192), so that finding the header is a shift, a mask and an or.
+inline constexpr std::size_t kSlotBytes = 256;
+inline constexpr std::size_t kSlotsBytes = kRegionSlices * kSlotBytes;  // 16 KiB, 4 pages
 
 // Bits of Superblock::freeFlags. A free in a superblock with none of them set is the fast
 // path: an owner comparison and this one word decide it.
@@ -56,20 +63,28 @@ struct FreeNode {
   FreeNode* next;
 };
 
+struct Superblock;
+
+// The first 16 bytes of a superblock or of a block's first slice: what free's inline path
+// reads. Only the owner writes them (relaxed: plain moves).
+struct SliceHead {
+  // The owner heap's token while none of the header's freeFlags is set, else
+  // kClosedFreeToken.
+  std::atomic<std::uint64_t> freeToken;
+  Superblock* header;
+};
+static_assert(sizeof(SliceHead) == kMinAlignment);
+
 // Three cache lines, so that frees by other threads (which read the first and write the
 // third) never fight with the owner's allocations (which write the second).
 struct alignas(64) Superblock {
-  // The one word free's fast path compares: the owner heap's token while none of
-  // freeFlags is set, else kClosedFreeToken. Here, not with the owner's data: every free
-  // reads it, and a remote free that read the owner's cache line would take it away from
-  // the owner. Only the owner writes it (relaxed: plain moves).
-  std::atomic<std::uint64_t> freeToken;
   // Set when the superblock is (re)formatted, then (except freeFlags) only read.
   void* owner;  // the heap whose class lists hold it (combining/SuperblockHeap.h)
   char* firstObject;
   std::uint64_t reciprocal;  // ceil(2^32 / objectBytes): object index without a division
   std::uint32_t objectBytes;
   std::uint32_t sizeClass;
+  std::uint64_t unused0;  // keeps the cache lines as they were laid out
   // Changes rarely (a superblock entering or leaving the full list, memalign). Only the
   // owner writes it, so relaxed loads and stores suffice, and no read-modify-write.
   std::atomic<std::uint32_t> freeFlags;
@@ -94,36 +109,59 @@ struct alignas(64) Superblock {
 
   // ---- finding a header --------------------------------------------------------------
 
-  static Superblock* headerAt(std::uintptr_t base) {
+  // The header of the slice holding `address` (any address in it).
+  static Superblock* headerAt(std::uintptr_t address) {
     using namespace superblock;
-    constexpr std::size_t kShift = std::countr_zero(kBytes) - std::countr_zero(kColorStride);
-    return reinterpret_cast<Superblock*>(base | ((base >> kShift) & ((kColors - 1) * kColorStride)));
+    constexpr std::size_t kShift = std::countr_zero(kBytes) - std::countr_zero(kSlotBytes);
+    return reinterpret_cast<Superblock*>((address & ~(kRegionBytes - 1)) |
+                                         ((address >> kShift) & ((kRegionSlices - 1) * kSlotBytes)));
   }
+  // The start of the slice whose header this is.
   static std::uintptr_t baseOf(const Superblock* sb) {
-    return reinterpret_cast<std::uintptr_t>(sb) & ~(superblock::kBytes - 1);
+    using namespace superblock;
+    constexpr std::size_t kShift = std::countr_zero(kBytes) - std::countr_zero(kSlotBytes);
+    auto slot = reinterpret_cast<std::uintptr_t>(sb);
+    return (slot & ~(kRegionBytes - 1)) | ((slot & (kSlotsBytes - 1)) << kShift);
   }
+  // The head of the slice holding `address`.
+  static SliceHead* headAt(std::uintptr_t address) {
+    return reinterpret_cast<SliceHead*>(address & ~(superblock::kBytes - 1));
+  }
+  SliceHead* head() const { return headAt(baseOf(this)); }
   // The header of the superblock or block holding `pointer`, which is an object's start.
+  // Only a block aligned to 64 KiB or more starts a slice (objects start 16 bytes in at
+  // least): its header is the slice's before, and free's inline path leaves such
+  // pointers to this.
   static Superblock* of(const void* pointer) {
     auto address = reinterpret_cast<std::uintptr_t>(pointer);
-    auto base = address & ~(superblock::kBytes - 1);
-    // Only a large block aligned to a superblock boundary starts there (a superblock's
-    // objects start kGapOffset in at least): its header sits one superblock below.
-    if (base == address) base -= superblock::kBytes;
-    return headerAt(base);
+    return headerAt(address - ((address & (superblock::kBytes - 1)) == 0));
   }
-  // A fresh header for the superblock (or block) at `base`: the fields other than these
-  // are zero until it is formatted.
+  // Superblock::of for a pointer that may be foreign (hardened frees): the slice's head,
+  // in the 64 KiB block the pointer lies in, must name the header's slot before the slot
+  // (in a region's first 16 KiB, often unmapped for a foreign pointer) is read.
+  static Superblock* checkedOf(const void* pointer) {
+    auto address = reinterpret_cast<std::uintptr_t>(pointer);
+    address -= (address & (superblock::kBytes - 1)) == 0;
+    Superblock* header = headerAt(address);
+    if (headAt(address)->header != header) [[unlikely]] hardening::invalidPointer(pointer);
+    return header;
+  }
+  // A fresh header for the superblock (or block) holding `address`, in its slot (whose
+  // page the segments made resident), and the slice's head (in its first page, which the
+  // caller made resident): the fields other than these are zero until it is formatted.
   template <bool Hardened, class H>
-  static Superblock* create(H& heap, std::uintptr_t base) {
-    auto* sb = new (headerAt(base)) Superblock();
+  static Superblock* create(H& heap, std::uintptr_t address) {
+    auto* sb = new (headerAt(address)) Superblock();
+    SliceHead* head = headAt(address);
+    storeMetadata(heap, head->freeToken, superblock::kClosedFreeToken);
+    storeMetadata(heap, head->header, sb);
     if constexpr (Hardened) storeMetadata(heap, sb->cookie, liveCookie(sb));
     return sb;
   }
 
   // ---- formatting for a size class ---------------------------------------------------
 
-  // Makes the superblock serve objects of `objectBytes` for `owner`. The colour gap
-  // before the header is carved first (it shares the header's page).
+  // Makes the superblock serve objects of `objectBytes` for `owner`, from its head's end.
   template <class H>
   void format(H& heap, void* ownerHeap, std::uint64_t token, std::size_t sizeClassIndex, std::size_t objectSize) {
     auto objectBytesValue = static_cast<std::uint32_t>(objectSize);
@@ -133,15 +171,9 @@ struct alignas(64) Superblock {
     storeMetadata(heap, prev, nullptr);
     storeMetadata(heap, next, nullptr);
     storeMetadata(heap, freeList, nullptr);
-    storeMetadata(heap, firstObject, reinterpret_cast<char*>(this + 1));
-    char* gapStart = base + superblock::kGapOffset;
-    if (reinterpret_cast<char*>(this) - gapStart >= static_cast<std::ptrdiff_t>(objectBytesValue)) {
-      storeMetadata(heap, bump, gapStart);
-      storeMetadata(heap, lastStart, reinterpret_cast<char*>(this) - objectBytesValue);
-    } else {
-      storeMetadata(heap, bump, reinterpret_cast<char*>(this + 1));
-      storeMetadata(heap, lastStart, base + superblock::kBytes - objectBytesValue);
-    }
+    storeMetadata(heap, firstObject, base + sizeof(SliceHead));
+    storeMetadata(heap, bump, base + sizeof(SliceHead));
+    storeMetadata(heap, lastStart, base + superblock::kBytes - objectBytesValue);
     storeMetadata(heap, objectBytes, objectBytesValue);
     storeMetadata(heap, reciprocal, ((std::uint64_t{1} << 32) + objectBytesValue - 1) / objectBytesValue);
     storeMetadata(heap, sizeClass, static_cast<std::uint32_t>(sizeClassIndex));
@@ -173,7 +205,7 @@ struct alignas(64) Superblock {
   template <class H>
   void syncFreeToken(H& heap) {
     bool open = loadMetadata(heap, owner) != nullptr && flags(heap) == 0;
-    storeMetadata(heap, freeToken, open ? loadMetadata(heap, ownerToken) : superblock::kClosedFreeToken);
+    storeMetadata(heap, head()->freeToken, open ? loadMetadata(heap, ownerToken) : superblock::kClosedFreeToken);
   }
   template <class H>
   void disown(H& heap) {
@@ -228,13 +260,7 @@ struct alignas(64) Superblock {
     char* start = loadMetadata(heap, bump);
     char* last = loadMetadata(heap, lastStart);
     std::size_t size = loadMetadata(heap, objectBytes);
-    if (start > last) {
-      // The gap is used up (the bump pointer is below the header): on past the header.
-      if (start > reinterpret_cast<char*>(this)) return false;
-      start = loadMetadata(heap, firstObject);
-      last = reinterpret_cast<char*>(baseOf(this)) + superblock::kBytes - size;
-      storeMetadata(heap, lastStart, last);
-    }
+    if (start > last) return false;
     std::size_t available = static_cast<std::size_t>(last - start) / size + 1;
     auto address = reinterpret_cast<std::uintptr_t>(start);
     std::size_t inThisPage = (alignUp(address + 1, superblock::kPageBytes) - address + size - 1) / size;
@@ -294,8 +320,7 @@ struct alignas(64) Superblock {
   // The start of the object holding `pointer` (memalign hands out interior pointers).
   template <class H>
   void* objectStart(H& heap, void* pointer) const {
-    char* start = pointer < static_cast<const void*>(this) ? reinterpret_cast<char*>(baseOf(this)) + superblock::kGapOffset
-                                                           : loadMetadata(heap, firstObject);
+    char* start = loadMetadata(heap, firstObject);
     auto offset = static_cast<std::uint64_t>(static_cast<char*>(pointer) - start);
     std::uint64_t index = (offset * loadMetadata(heap, reciprocal)) >> 32;
     return start + index * loadMetadata(heap, objectBytes);
@@ -344,17 +369,14 @@ struct alignas(64) Superblock {
     hardening::secondWord(node) = tag;
   }
 
-  // Objects lie in two runs: the colour gap before the header (from kGapOffset) and from
-  // the end of the header to the superblock's end. For offsets within a superblock, the
-  // low 32 bits of offset * ceil(2^32 / size) are k * (the rounding error, < size) < 2^16
-  // when offset = k * size, and at least 2^32 / size >= 2^17 otherwise: a multiply and a
-  // compare instead of a division.
+  // Objects lie from firstObject (past the slice's head) to the superblock's end. For offsets within
+  // a superblock, the low 32 bits of offset * ceil(2^32 / size) are k * (the rounding
+  // error, < size) < 2^16 when offset = k * size, and at least 2^32 / size >= 2^17
+  // otherwise: a multiply and a compare instead of a division.
   bool isObjectStart(const void* pointer) const {
     auto* object = static_cast<const char*>(pointer);
-    auto* header = reinterpret_cast<const char*>(this);
-    auto* base = reinterpret_cast<const char*>(baseOf(this));
-    const char* start = object < header ? base + superblock::kGapOffset : firstObject;
-    const char* end = object < header ? header : base + superblock::kBytes;
+    const char* start = firstObject;
+    const char* end = reinterpret_cast<const char*>(baseOf(this)) + superblock::kBytes;
     if (object < start) return false;
     auto offset = static_cast<std::uint64_t>(object - start);
     return offset + objectBytes <= static_cast<std::uint64_t>(end - start) &&
@@ -379,7 +401,6 @@ struct alignas(64) Superblock {
   }
 };
 static_assert(sizeof(Superblock) == 192 && sizeof(Superblock) % kMinAlignment == 0);
-static_assert(sizeof(Superblock) <= superblock::kColorStride && superblock::kBytes / superblock::kColors >= superblock::kColorStride);
-static_assert(superblock::kHeaderAreaBytes <= superblock::kPageBytes);
+static_assert(sizeof(Superblock) <= superblock::kSlotBytes && superblock::kSlotsBytes <= superblock::kBytes);
 
 }  // namespace heapkit

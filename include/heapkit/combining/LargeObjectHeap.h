@@ -1,16 +1,20 @@
 // LargeObjectHeap: ScalableHeap's blocks above its small-object classes. Each gets a
-// superblock header (building/Superblock.h) flagged as a large block at the start of its
-// first 64 KiB, so that free finds it from the pointer like any small object's, and so
-// that the owner's free fast path never takes it (its free token is closed):
+// superblock header (building/Superblock.h) flagged as a large block in the slot of the
+// slice its object starts in, so that free finds it from the pointer like any small
+// object's, and so that the owner's free fast path never takes it (its free token is
+// closed):
 //  - blocks up to spanMaxBytes (32 MiB, glibc's largest mmap threshold; alignment below
-//    64 KiB) are spans of 64 KiB slices from the segments (building/SegmentHeap.h): a
+//    4 MiB) are spans of 64 KiB slices from the segments (building/SegmentHeap.h): a
 //    freed span is reused by the next request that fits (a bigger one is split), and its
 //    pages go back to the OS after a delay or over a budget, so a program passing 32 KiB
 //    records between threads, or replacing buffers of a few hundred KiB or images of a
 //    few MiB, makes no system call per block. Only the pages up to the request's last are
 //    counted resident (and handed out: getSize);
-//  - larger blocks (and those aligned to 64 KiB or more) are blocks of the parent's
-//    mallocs: a cache of freed blocks (AdaptiveThresholdHeap) keeps them for reuse within
+//  - larger blocks (and those aligned to 4 MiB or more) are blocks of the parent's
+//    mallocs, 4 MiB larger than the object, so that a 4 MiB-aligned region in them holds
+//    the header's slot (the object starts in its second slice; an object aligned to 4 MiB
+//    or more starts a region, and its header is the last slot of the region before): a
+//    cache of freed blocks (AdaptiveThresholdHeap) keeps them for reuse within
 //    a budget this layer sets, twice the biggest block freed within recentOperations
 //    large operations, at least cacheMinBytes, at most cacheMaxBytes (glibc's trim
 //    threshold follows its mmap threshold at 2x; two blocks of the biggest size is what
@@ -70,17 +74,18 @@ class LargeObjectHeap : public Super {
 
   // A block of at least `size` bytes aligned to `alignment` (a power of two), or null.
   void* mallocLarge(std::size_t size, std::size_t alignment) {
-    if (size > kMaxRequestBytes - 2 * kSb - superblock::kHeaderAreaBytes - alignment) return nullptr;
+    if (size > kMaxRequestBytes - 2 * superblock::kRegionBytes - alignment) return nullptr;
     std::size_t usable = alignUp(size, kMinAlignment);
     std::size_t spanMaxBytes = config_.spanMaxBytes;
     if constexpr (kSecure) spanMaxBytes = spanMaxBytes < kSecureSpanMaxBytes ? spanMaxBytes : kSecureSpanMaxBytes;
-    if (alignment < kSb && usable <= spanMaxBytes) return mallocSpan(usable, alignment);
+    if (alignment < superblock::kRegionBytes && usable <= spanMaxBytes && usable + alignment <= Super::kMaxSpanBytes)
+      return mallocSpan(usable, alignment);
     return mallocFromParent(usable, alignment);
   }
 
   void freeLarge(Superblock* sb) {
     if (loadMetadata(*this, sb->sizeClass) == kFromSpan) {
-      Super::freeSpan(static_cast<Segment*>(loadMetadata(*this, sb->block)), reinterpret_cast<void*>(Superblock::baseOf(sb)));
+      Super::freeSpan(static_cast<Segment*>(loadMetadata(*this, sb->block)), loadMetadata(*this, sb->bump));
       return;
     }
     Superblock* prev = loadMetadata(*this, sb->prev);
@@ -104,43 +109,41 @@ class LargeObjectHeap : public Super {
   const LargeObjectConfig& largeObjectConfig() const { return config_; }
 
  private:
-  // The header sits at the start of the span, the object after it.
+  // The object starts past the span's head, or aligned further on; its header is the
+  // slice's it starts in (the slice's before, for an object at a slice's start: aligned
+  // to 64 KiB or more), and `bump` keeps the span's start.
   void* mallocSpan(std::size_t usable, std::size_t alignment) {
-    std::size_t slices = (superblock::kHeaderAreaBytes + alignment + usable + kSb - 1) / kSb;
+    std::size_t slices = (sizeof(SliceHead) + alignment + usable + kSb - 1) / kSb;
     Segment* segment = nullptr;
     auto* span = static_cast<char*>(Super::allocSpan(slices, segment));
     if (span == nullptr) return nullptr;
-    Superblock* sb = Superblock::create<kHardened>(*this, reinterpret_cast<std::uintptr_t>(span));
-    auto* object = reinterpret_cast<char*>(alignUp(reinterpret_cast<std::uintptr_t>(sb + 1), alignment));
+    auto* object = reinterpret_cast<char*>(alignUp(reinterpret_cast<std::uintptr_t>(span + sizeof(SliceHead)), alignment));
+    std::uintptr_t headerSlice = headerSliceOf(reinterpret_cast<std::uintptr_t>(object));
+    if (headerSlice >= reinterpret_cast<std::uintptr_t>(span) + kSb) Super::makeSlotResident(segment, reinterpret_cast<void*>(headerSlice));
+    Superblock* sb = Superblock::create<kHardened>(*this, headerSlice);
     auto* end = reinterpret_cast<char*>(alignUp(reinterpret_cast<std::uintptr_t>(object + usable), superblock::kPageBytes));
     Super::makeResident(segment, span, end);
     storeMetadata(*this, sb->freeFlags, superblock::kLargeBlock);
     storeMetadata(*this, sb->sizeClass, kFromSpan);
     storeMetadata(*this, sb->block, static_cast<void*>(segment));
+    storeMetadata(*this, sb->bump, span);
     storeMetadata(*this, sb->firstObject, object);
     storeMetadata(*this, sb->usableBytes, static_cast<std::size_t>(end - object));
     return object;
   }
 
-  // A block of the parent: its first 64 KiB boundary past the start holds the header
-  // (for alignments of 64 KiB or more, the boundary before the object does, and the
-  // object starts on a boundary: free looks one superblock below for its header).
+  // A block of the parent (SegmentHeap's malloc, through the cache): it starts the second
+  // slice of a 4 MiB-aligned region whose first slice holds the header's slot, and the
+  // object starts past the slice's head (or aligned further on, as in a span).
   void* mallocFromParent(std::size_t usable, std::size_t alignment) {
-    std::size_t bytes = usable + kSb + superblock::kHeaderAreaBytes + kMinAlignment + alignment + (alignment >= kSb ? kSb : 0);
+    std::size_t bytes = usable + sizeof(SliceHead) + alignment;
     if constexpr (kSecure) bytes += 3 * superblock::kPageBytes;  // at least one whole guard page
     ++clock_;
     void* raw = Super::malloc(bytes);
     if (raw == nullptr) return nullptr;
     auto rawAddress = reinterpret_cast<std::uintptr_t>(raw);
-    std::uintptr_t base, object;
-    if (alignment >= kSb) {
-      object = alignUp(rawAddress + kMinAlignment + superblock::kHeaderAreaBytes + kSb, alignment);
-      base = object - kSb;
-    } else {
-      base = alignUp(rawAddress + kMinAlignment, kSb);
-      object = alignUp(reinterpret_cast<std::uintptr_t>(Superblock::headerAt(base) + 1), alignment);
-    }
-    Superblock* sb = Superblock::create<kHardened>(*this, base);
+    std::uintptr_t object = alignUp(rawAddress + sizeof(SliceHead), alignment);
+    Superblock* sb = Superblock::create<kHardened>(*this, headerSliceOf(object));
     storeMetadata(*this, sb->freeFlags, superblock::kLargeBlock);
     storeMetadata(*this, sb->sizeClass, kFromParent);
     storeMetadata(*this, sb->block, raw);
@@ -160,6 +163,9 @@ class LargeObjectHeap : public Super {
     largeBlocks_ = sb;
     return reinterpret_cast<void*>(object);
   }
+
+  // Superblock::of's rule: an object at a slice's start has the slice's before.
+  static std::uintptr_t headerSliceOf(std::uintptr_t object) { return object - ((object & (kSb - 1)) == 0); }
 
   bool keptByParent(std::size_t bytes) const {
     if constexpr (requires(const Super& parent) { parent.limits().maxObjectBytes; }) return bytes <= Super::limits().maxObjectBytes;

@@ -1,7 +1,8 @@
 // SuperblockHeap: headerless page-segregated size classes. Each size class (a
 // SizeClassPolicy, building/SizeClasses.h: by type for libheapkit.so, by value for the
 // simulator) has a list of superblocks (building/Superblock.h: 64 KiB pages of objects
-// of one size, the header found from any object's address by masking); the head of the
+// of one size, the header in a slot of its region's first slice, found from any object's
+// address by masking); the head of the
 // list is the class's current superblock. malloc pops its free list; free pushes the
 // object on its superblock's list. Fresh objects are carved from a superblock's bump
 // pointer a page at a time; an exhausted superblock leaves the list (kInFullList) until
@@ -57,7 +58,6 @@ template <SizeClassPolicy Classes, class Super, bool RemoteFrees = false>
 class SuperblockHeap : public Super {
   static constexpr bool kHardened = hardened<Super>();
   static constexpr bool kSecure = secure<Super>();
-  static constexpr std::size_t kSb = superblock::kBytes;
 
   struct ClassState {
     Superblock* partial = nullptr;  // head = current superblock
@@ -133,15 +133,16 @@ class SuperblockHeap : public Super {
 
   // ---- free -----------------------------------------------------------------------------
 
-  // The inline path: the superblock's free token is this heap's, so no flag asks for
-  // more. A large block's header has a closed token; an object at a superblock boundary
-  // is a large block's (a superblock's objects start kGapOffset in at least).
+  // The inline path: the superblock's free token (in its slice's head) is this heap's, so
+  // no flag asks for more. A large block's head has a closed token; an object at a slice's
+  // start is a large block's (a superblock's objects start past its head).
   void free(void* pointer) {
     if (pointer == nullptr) return;
     auto address = reinterpret_cast<std::uintptr_t>(pointer);
-    if ((address & (kSb - 1)) != 0) [[likely]] {
-      Superblock* sb = Superblock::headerAt(address & ~(kSb - 1));
-      if (loadMetadata(*this, sb->freeToken) == token_) [[likely]] {
+    if ((address & (superblock::kBytes - 1)) != 0) [[likely]] {
+      SliceHead* head = Superblock::headAt(address);
+      if (loadMetadata(*this, head->freeToken) == token_) [[likely]] {
+        Superblock* sb = loadMetadata(*this, head->header);
         auto* node = static_cast<FreeNode*>(pointer);
         if constexpr (kHardened) sb->checkAndTagFreed(node);
         sb->template fillFreed<kSecure>(node);
@@ -264,7 +265,7 @@ class SuperblockHeap : public Super {
   std::uint64_t freeToken() const { return token_; }
 
   [[gnu::noinline]] void freeSlow(void* pointer) {
-    Superblock* sb = Superblock::of(pointer);
+    Superblock* sb = kHardened ? Superblock::checkedOf(pointer) : Superblock::of(pointer);
     if constexpr (kHardened) sb->checkHeader(pointer);
     std::uint32_t flags = sb->flags(*this);
     if (flags & superblock::kLargeBlock) {

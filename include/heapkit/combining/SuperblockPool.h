@@ -68,7 +68,8 @@ class SuperblockPool : public Super {
     Segment* segment = nullptr;
     auto* span = static_cast<char*>(Super::allocSpan(1, segment));
     if (span == nullptr) return nullptr;
-    // Its header is written only now: a segment's unused slices cost no pages.
+    // Its head is written only now (its header in its slot, whose page the segments made
+    // resident): a segment's unused slices cost no pages.
     Super::makeResident(segment, span, span + superblock::kPageBytes);
     sb = Superblock::create<kHardened>(*this, reinterpret_cast<std::uintptr_t>(span));
     storeMetadata(*this, sb->block, static_cast<void*>(segment));
@@ -127,7 +128,7 @@ class SuperblockPool : public Super {
     warmCount_.fetch_sub(1, std::memory_order_relaxed);
   }
 
-  // Keeps the header page; gives the rest of the pages back.
+  // Keeps the head's page; gives the rest of the pages back.
   void giveBackPages(Superblock* sb) {
     char* base = reinterpret_cast<char*>(Superblock::baseOf(sb));
     if (loadMetadata(*this, sb->residentEnd) <= base + superblock::kPageBytes) return;
@@ -157,7 +158,7 @@ class SuperblockPool : public Super {
       Superblock* oldest = warmTail_;
       auto resident = static_cast<std::size_t>(loadMetadata(*this, oldest->residentEnd) -
                                                reinterpret_cast<char*>(Superblock::baseOf(oldest)));
-      resident = resident > superblock::kPageBytes ? resident - superblock::kPageBytes : 0;  // less the header page
+      resident = resident > superblock::kPageBytes ? resident - superblock::kPageBytes : 0;  // less the head's page
       if (unoffsetGrowth_ < resident) return;
       unoffsetGrowth_ -= resident;
       coolOldestWarm(true);

@@ -215,27 +215,28 @@ class ScalableHeap {
   // free: the superblock's free token is this thread's heap's, so this thread owns it and
   // none of its flags asks for more. A large block's header has no token, and a thread
   // without a heap has none, so neither matches; nor does this thread when it last used
-  // another instance (its heap there has another token). Reads one word of the 64
+  // another instance (its heap there has another token). Reads the first word of the 64
   // KiB-aligned block that holds `pointer`, whatever the pointer (null included: it goes
   // to otherwise), and nothing else unless the token matches.
   template <class Otherwise>
   [[gnu::always_inline]] void freeInline(void* pointer, Otherwise otherwise) {
     auto address = reinterpret_cast<std::uintptr_t>(pointer);
-    // A superblock's objects start kGapOffset in at least, so only a large block's object
-    // starts on a superblock boundary (and its header lies one superblock below): slow path.
+    // A superblock's objects start past its slice's head, so only a large block's object
+    // starts on a slice boundary (its header is the slice's before), and null does: the
+    // slow path.
     if ((address & (kSb - 1)) != 0) [[likely]] {
       // Hardened, an unaligned pointer goes to the slow path too, to be reported, at no
-      // instruction of its own: its misalignment stays in the address the token is read
-      // from (the same one instruction masks the superblock's base and keeps it), which
-      // is then no token's. At 8 bytes in it is the owner pointer, even or null, where
-      // every token is odd; at other offsets, bytes of the token and of the pointers around
-      // it, which equal this thread's 64-bit token in no header free can reach.
+      // instruction of its own: its misalignment stays in the address the slice head's
+      // token is read from (the same one instruction masks the slice's base and keeps it),
+      // which is then no token's. At 8 bytes in it is the header's address, which is
+      // even, where every token is odd; at other offsets, bytes of the token and of that
+      // address, which equal this thread's 64-bit token in no head free can reach.
       constexpr std::uintptr_t kKeptBits = kHardened ? kMinAlignment - 1 : 0;
-      auto tokenAddress = reinterpret_cast<std::uintptr_t>(Superblock::headerAt(address & (~(kSb - 1) | kKeptBits)));
+      auto headAddress = address & (~(kSb - 1) | kKeptBits);
       // The builtin reads at any alignment (relaxed, as the owner's stores).
-      if (__atomic_load_n(reinterpret_cast<const std::uint64_t*>(tokenAddress), __ATOMIC_RELAXED) ==
+      if (__atomic_load_n(reinterpret_cast<const std::uint64_t*>(headAddress), __ATOMIC_RELAXED) ==
           Threads::threadCache.freeToken) [[likely]] {
-        auto* sb = reinterpret_cast<Superblock*>(tokenAddress);  // aligned: the token matched
+        Superblock* sb = reinterpret_cast<SliceHead*>(headAddress)->header;  // aligned: the token matched
         auto* node = static_cast<FreeNode*>(pointer);
         if constexpr (kHardened) {
           // Superblock::checkAndTagFreed, with the report reached by a jump (core/Hardening.h).
@@ -366,7 +367,7 @@ class ScalableHeap {
     if constexpr (kHardened) {
       if (reinterpret_cast<std::uintptr_t>(pointer) % kMinAlignment != 0) return hardening::reportInvalidPointer(pointer);
     }
-    Superblock* sb = Superblock::of(pointer);
+    Superblock* sb = kHardened ? Superblock::checkedOf(pointer) : Superblock::of(pointer);
     if constexpr (kHardened) sb->checkHeader(pointer);
     std::uint32_t flags = sb->flags(*this);
     if (flags & superblock::kLargeBlock) {
