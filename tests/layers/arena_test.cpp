@@ -17,7 +17,8 @@ namespace {
 
 // In a child process whose address space is limited to `limitBytes`: 0 when the default
 // arena reserved a range within the limit and an extent of it could be written, else why not.
-int reserveUnderLimit(std::size_t limitBytes) {
+// (Unused under ASan, whose shadow memory no limit here leaves room for.)
+[[maybe_unused]] int reserveUnderLimit(std::size_t limitBytes) {
   rlimit limit{limitBytes, limitBytes};
   if (setrlimit(RLIMIT_AS, &limit) != 0) return 10;
   ReservedArena<RealMemory> arena;
