@@ -346,10 +346,10 @@ def test_a_small_search_finds_a_design_dominating_every_preset(build_then_exit_t
         {"range": [0, None], "mechanism": "region", "header": "size8", "chunk": {"bytes": 16384}}]}
     known = heapkit.simulate(build_then_exit_trace, [region, *heapkit.PRESETS])
     assert all(hs.dominates([known[0].work, known[0].peak_footprint], [p.work, p.peak_footprint]) for p in known[1:])
-    # Seed 2: the grammar also derives mixed and short-lived designs now, so a region is a
-    # rarer draw; of seeds 1-5, 2, 3 and 5 find one in 24 x 12 (1 and 4 do not).
+    # Seed 1: the grammar also derives mixed and short-lived designs, so a region is a rare
+    # draw; with the subtree operators, seeds 1 and 3-7 find one in 24 x 12 (2 does not).
     result = hs.search(build_then_exit_trace, tmp_path / "out", objectives=("work", "footprint"), population=24,
-                       generations=12, seed=2, cache=tmp_path / "cache.sqlite", threads=2)
+                       generations=12, seed=1, cache=tmp_path / "cache.sqlite", threads=2)
     presets = list(result.presets.values())
     winners = [d for d in result.front
                if all(hs.dominates([d.objective("work"), d.objective("footprint")],
