@@ -115,6 +115,16 @@ Figures runOnThreads(const ParsedSpec& spec, const std::vector<trace::Event>& ev
   return f;
 }
 
+// What every real run of the design shares with its simulation, to the byte.
+void expectSameFootprint(const SimulationResult& simulated, const Figures& run, const char* which) {
+  SCOPED_TRACE(which);
+  EXPECT_EQ(run.corruptions, 0u);
+  EXPECT_EQ(simulated.peakFootprintBytes, run.peak) << "footprint high-water mark";
+  EXPECT_EQ(simulated.peakBytesHeld, run.peakHeld) << "high-water mark of bytes held";
+  EXPECT_EQ(simulated.endFootprintBytes, run.end) << "resident bytes at the end";
+  EXPECT_EQ(simulated.operations.failedRequests, run.failed);
+}
+
 void expectFaithful(const ParsedSpec& spec, const std::string& specText, const std::string& path) {
   SCOPED_TRACE("spec " + specText + "\n trace " + path);
   SimulationOptions options;
@@ -122,20 +132,12 @@ void expectFaithful(const ParsedSpec& spec, const std::string& specText, const s
   SimulationResult simulated = simulate(spec, path, options);
   std::vector<trace::Event> events = eventsOf(path);
   Figures selected = runSelected(spec, events);
-  EXPECT_EQ(selected.corruptions, 0u);
-  EXPECT_EQ(simulated.peakFootprintBytes, selected.peak) << "footprint high-water mark";
-  EXPECT_EQ(simulated.peakBytesHeld, selected.peakHeld) << "high-water mark of bytes held";
-  EXPECT_EQ(simulated.endFootprintBytes, selected.end) << "resident bytes at the end";
-  EXPECT_EQ(simulated.operations.failedRequests, selected.failed);
+  expectSameFootprint(simulated, selected, "one thread selecting heaps");
+  // Counted memory: the work and accesses are equal too.
   EXPECT_EQ(simulated.counts.steps, selected.counts.steps) << "work";
   EXPECT_EQ(simulated.counts.reads, selected.counts.reads) << "metadata reads";
   EXPECT_EQ(simulated.counts.writes, selected.counts.writes) << "metadata writes";
-  Figures threaded = runOnThreads(spec, events);
-  EXPECT_EQ(threaded.corruptions, 0u);
-  EXPECT_EQ(simulated.peakFootprintBytes, threaded.peak) << "footprint high-water mark, real threads";
-  EXPECT_EQ(simulated.peakBytesHeld, threaded.peakHeld) << "high-water mark of bytes held, real threads";
-  EXPECT_EQ(simulated.endFootprintBytes, threaded.end) << "resident bytes at the end, real threads";
-  EXPECT_EQ(simulated.operations.failedRequests, threaded.failed);
+  expectSameFootprint(simulated, runOnThreads(spec, events), "real threads");
 }
 
 const char* kHks = R"({"format": "heapkit-dmm/1", "allocators": [{"range": [0, null], "mechanism": "page_segregated"}]})";
