@@ -302,16 +302,6 @@ def render(outcomes: list[Outcome], settings: ht.TuneSettings, args) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _finished(tune_dir: Path, settings: ht.TuneSettings) -> bool:
-    """Whether tune_dir holds a tune of these settings that ran every stage."""
-    try:
-        state = json.loads((tune_dir / ht.STATE).read_text())
-    except (OSError, ValueError):
-        return False
-    return all(state["done"].get(name) and state["settings"].get(name, {}) == settings.for_stage(name)
-               for name in ht.STAGES)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("doc", type=Path)
@@ -336,7 +326,7 @@ def main() -> None:
     home = Path.cwd()
     for program in chosen:
         folder = args.workdir / program.name
-        finished = args.keep and _finished(folder / "tune", settings)
+        finished = args.keep and ht.finished(folder / "tune", settings)
         if not finished:
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True)

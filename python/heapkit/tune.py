@@ -172,6 +172,20 @@ def _load(path: Path):
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def _stage_current(state: dict, settings: "TuneSettings", name: str) -> bool:
+    """Whether the stage ran, with the settings it would run with now."""
+    return bool(state["done"].get(name)) and state["settings"].get(name, {}) == settings.for_stage(name)
+
+
+def finished(out_dir: str | Path, settings: "TuneSettings") -> bool:
+    """Whether out_dir holds a tune of these settings that ran every stage (tune() then only reads it back)."""
+    try:
+        state = _load(Path(out_dir) / STATE)
+    except ValueError:
+        return False
+    return state is not None and all(_stage_current(state, settings, name) for name in STAGES)
+
+
 def _save(path: Path, data) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(data, indent=1))
@@ -307,7 +321,7 @@ def tune(command: Sequence[str], out_dir: str | Path, settings: TuneSettings = T
                         "choose another output directory")
     # A stage whose settings changed is redone, and every stage after it.
     for i, name in enumerate(STAGES):
-        if state["done"].get(name) and state["settings"].get(name, {}) != settings.for_stage(name):
+        if state["done"].get(name) and not _stage_current(state, settings, name):
             for later in STAGES[i:]:
                 state["done"].pop(later, None)
             break
@@ -577,6 +591,6 @@ def write_tune_report(out_dir: str | Path, prefer: str = "balanced") -> Path:
     return rp.write(tune_report(out_dir, prefer), Path(out_dir) / "report.html")
 
 
-__all__ = ["BuiltDesign", "EMPTY_PROGRAM", "GENERAL_PURPOSE", "PEERS", "nearest_to_beating_peers", "nearest_to_dominating", "PRESETS_TO_BUILD", "STAGES", "TuneError", "TuneResult",
+__all__ = ["BuiltDesign", "EMPTY_PROGRAM", "GENERAL_PURPOSE", "PEERS", "finished", "nearest_to_beating_peers", "nearest_to_dominating", "PRESETS_TO_BUILD", "STAGES", "TuneError", "TuneResult",
            "TuneSettings", "agreement", "pick_candidates", "pick_finalists", "tune", "tune_report",
            "write_tune_report"]

@@ -294,3 +294,18 @@ def test_simulate_and_search_write_reports_too(churn_trace, tmp_path, heapkit_cl
     assert done.returncode == 0, done.stderr
     result = open_in_browser(searched)
     assert result["errors"] == [] and {"front", "convergence"} <= set(result["charts"])
+
+
+def test_a_tune_is_finished_only_when_every_stage_ran_with_these_settings(tmp_path):
+    settings = ht.TuneSettings()
+    assert not ht.finished(tmp_path, settings)
+    state = {"command": ["true"], "done": {name: True for name in ht.STAGES},
+             "settings": {name: settings.for_stage(name) for name in ht.STAGES}, "seconds": {}}
+    (tmp_path / ht.STATE).write_text(json.dumps(state))
+    assert ht.finished(tmp_path, settings)
+    assert not ht.finished(tmp_path, ht.TuneSettings(generations=settings.generations + 1))
+    del state["done"][ht.STAGES[-1]]
+    (tmp_path / ht.STATE).write_text(json.dumps(state))
+    assert not ht.finished(tmp_path, settings)
+    (tmp_path / ht.STATE).write_text("{not json")
+    assert not ht.finished(tmp_path, settings)
