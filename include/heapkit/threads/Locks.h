@@ -12,6 +12,15 @@
 
 namespace heapkit {
 
+// No lock, for what only one thread uses (SelectedThreadHeaps: the threads a trace names,
+// replayed by one caller).
+class NoLock {
+ public:
+  void lock() {}
+  void unlock() {}
+  void reset() {}
+};
+
 // A test-and-test-and-set lock that yields the CPU after a short spin: with more threads
 // than cores (2 here), a pure spin would burn the holder's time slice.
 class SpinLock {

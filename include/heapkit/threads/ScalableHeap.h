@@ -215,9 +215,10 @@ class ScalableHeap {
   // free: the superblock's free token is this thread's heap's, so this thread owns it and
   // none of its flags asks for more. A large block's header has no token, and a thread
   // without a heap has none, so neither matches; nor does this thread when it last used
-  // another instance (its heap there has another token). Reads the first word of the 64
-  // KiB-aligned block that holds `pointer`, whatever the pointer (null included: it goes
-  // to otherwise), and nothing else unless the token matches.
+  // another instance (its heap there has another token). Reads one word at the start of
+  // the 64 KiB-aligned block that holds `pointer` (hardened, up to 15 bytes in: see
+  // below), whatever the pointer (null included: it goes to otherwise), and nothing else
+  // unless the token matches.
   template <class Otherwise>
   [[gnu::always_inline]] void freeInline(void* pointer, Otherwise otherwise) {
     auto address = reinterpret_cast<std::uintptr_t>(pointer);

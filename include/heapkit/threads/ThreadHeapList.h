@@ -12,14 +12,6 @@
 
 namespace heapkit {
 
-// For a list only one thread uses.
-class NoLock {
- public:
-  void lock() {}
-  void unlock() {}
-  void reset() {}
-};
-
 // A new registry's id: ids count up from 1, distinct across both policies, so that a
 // thread's cache names the one instance it belongs to.
 inline std::uint64_t newThreadRegistryId() {
