@@ -10,6 +10,11 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <algorithm>
+#include <list>
+#include <map>
+#include <random>
+#include <vector>
 
 #include "Simulate.h"
 #include "SyntheticTraces.h"
@@ -160,6 +165,113 @@ TEST_F(CacheModelTest, TouchingAnObjectWritesOneBytePerPage) {
   model.touchObject(arena + 2 * 4096 + 100, 1);  // one byte: one write, no new page
   EXPECT_EQ(model.counts().pagesTouched, 3u);
   EXPECT_EQ(model.counts().accesses, 4u);
+}
+
+// The model as the header's comment describes it, written plainly: every access goes
+// through the TLB and the fault check, and each level keeps its sets as lists, most recent
+// first. CacheModel must count the same whatever shortcuts it takes.
+class PlainMemoryModel {
+ public:
+  PlainMemoryModel(std::uintptr_t arenaBase, std::size_t arenaPages, const CacheGeometry& geometry)
+      : arenaFirstPage_(arenaBase / 4096), arenaPages_(arenaPages), touched_(arenaPages),
+        l1_(geometry.l1Bytes / 64, 8), l2_(geometry.l2Bytes / 64, 16), l3_(geometry.l3Bytes / 64, 16),
+        tlb_(geometry.tlbEntries, 16) {}
+
+  void access(std::uintptr_t at) {
+    ++counts.accesses;
+    std::uint64_t page = at / 4096, virtualPage;
+    bool inArena = page - arenaFirstPage_ < arenaPages_;
+    if (inArena) virtualPage = (std::uint64_t{1} << 40) + (page - arenaFirstPage_);
+    else virtualPage = otherPages_.try_emplace(page, otherPages_.size()).first->second;
+    if (!tlb_.access(virtualPage)) ++counts.tlbMisses;
+    std::uint64_t line = virtualPage * 64 + at % 4096 / 64;
+    if (inArena && !touched_[page - arenaFirstPage_]) {
+      touched_[page - arenaFirstPage_] = true;
+      ++counts.pagesTouched;
+      l1_.access(line), l2_.access(line), l3_.access(line);
+      return;
+    }
+    if (!l1_.access(line)) {
+      ++counts.l1Misses;
+      if (!l2_.access(line)) {
+        ++counts.l2Misses;
+        if (!l3_.access(line)) ++counts.l3Misses;
+      }
+    }
+  }
+  void release(std::uintptr_t start, std::size_t bytes) {
+    ++counts.releases;
+    for (std::uint64_t page = start / 4096; page < (start + bytes + 4095) / 4096; ++page)
+      if (page - arenaFirstPage_ < arenaPages_) touched_[page - arenaFirstPage_] = false;
+  }
+
+  CacheModelCounts counts;
+
+ private:
+  struct Level {
+    Level(std::size_t entries, std::size_t ways) : ways(ways), sets(std::max<std::size_t>(entries / ways, 1)) {}
+    bool access(std::uint64_t key) {
+      std::list<std::uint64_t>& set = sets[key % sets.size()];
+      auto found = std::find(set.begin(), set.end(), key);
+      bool hit = found != set.end();
+      if (hit) set.erase(found);
+      else if (set.size() == ways) set.pop_back();
+      set.push_front(key);
+      return hit;
+    }
+    std::size_t ways;
+    std::vector<std::list<std::uint64_t>> sets;
+  };
+  std::uint64_t arenaFirstPage_;
+  std::size_t arenaPages_;
+  std::vector<bool> touched_;
+  std::map<std::uint64_t, std::uint64_t> otherPages_;
+  Level l1_, l2_, l3_, tlb_;
+};
+
+// Random walks that return often to a few pages (a heap's own fields, list heads), as the
+// simulator's accesses do, over arena pages and pages outside it, with releases between:
+// the model's counts equal the plain model's, with the default geometry and a small one
+// whose TLB has several sets.
+TEST_F(CacheModelTest, CountsAsThePlainModelOnRandomWalks) {
+  static char outside[16 * 4096];
+  CacheGeometry smallSets{.l1Bytes = 16 * 64, .l2Bytes = 64 * 64, .l3Bytes = 256 * 64, .tlbEntries = 64};
+  for (const CacheGeometry& geometry : {CacheGeometry{}, smallSets, tiny}) {
+    for (unsigned seed = 1; seed <= 4; ++seed) {
+      std::mt19937_64 random(seed);
+      CacheModel model(arena, sizeof arena, geometry);
+      PlainMemoryModel plain(reinterpret_cast<std::uintptr_t>(arena), sizeof arena / 4096, geometry);
+      std::uintptr_t favourites[3] = {reinterpret_cast<std::uintptr_t>(outside),
+                                      reinterpret_cast<std::uintptr_t>(arena) + 4096 * 7,
+                                      reinterpret_cast<std::uintptr_t>(outside) + 4096 * 9};
+      for (int step = 0; step < 200000; ++step) {
+        std::uintptr_t at;
+        unsigned pick = random() % 16;
+        if (pick < 8) at = favourites[pick % 3] + random() % 4096;
+        else if (pick < 14) at = reinterpret_cast<std::uintptr_t>(arena) + random() % sizeof arena;
+        else at = reinterpret_cast<std::uintptr_t>(outside) + random() % sizeof outside;
+        if (random() % 5000 == 0) {
+          std::uintptr_t start = reinterpret_cast<std::uintptr_t>(arena) + random() % sizeof arena;
+          std::size_t bytes = random() % (8 * 4096);
+          model.pagesReleased(reinterpret_cast<const void*>(start), bytes);
+          plain.release(start, bytes);
+        }
+        model.access(reinterpret_cast<const void*>(at));
+        plain.access(at);
+      }
+      const CacheModelCounts &fast = model.counts(), &slow = plain.counts;
+      SCOPED_TRACE(::testing::Message() << "seed " << seed << ", TLB entries " << geometry.tlbEntries);
+      EXPECT_EQ(fast.accesses, slow.accesses);
+      EXPECT_EQ(fast.l1Misses, slow.l1Misses);
+      EXPECT_EQ(fast.l2Misses, slow.l2Misses);
+      EXPECT_EQ(fast.l3Misses, slow.l3Misses);
+      EXPECT_EQ(fast.tlbMisses, slow.tlbMisses);
+      EXPECT_EQ(fast.pagesTouched, slow.pagesTouched);
+      EXPECT_EQ(fast.releases, slow.releases);
+      EXPECT_GT(slow.tlbMisses, 0u);
+      EXPECT_GT(slow.pagesTouched, 64u);  // released pages faulted again
+    }
+  }
 }
 
 }  // namespace

@@ -83,6 +83,9 @@ class SetAssociativeCache {
     return hit;
   }
 
+  // The set `key` falls in: two keys of one set evict each other.
+  [[gnu::always_inline]] std::uint64_t setOf(std::uint64_t key) const { return key & setMask_; }
+
  private:
   std::uint64_t setMask_ = 0;
   std::unique_ptr<std::uint64_t[]> keys_;  // ~0: an empty way
@@ -120,7 +123,7 @@ class CacheModel {
     ++counts_.accesses;
     std::uint64_t page = at / CacheGeometry::kPageBytes;
     if (page != lastPage_) [[unlikely]] {
-      if (newPage(page)) {  // a fault: the kernel has just written the line
+      if (!switchToRecentPage(page) && newPage(page)) {  // a fault: the kernel has just written the line
         std::uint64_t line = lineOf(at);
         l1_.access(line);
         l2_.access(line);
@@ -152,6 +155,7 @@ class CacheModel {
     if (from < firstPage_) from = firstPage_;
     if (to > firstPage_ + pages_) to = firstPage_ + pages_;
     ++counts_.releases;
+    forgetRecentPages();
     for (std::uint64_t page = from; page < to;) {
       std::uint64_t index = page - firstPage_;
       if (index % 64 == 0 && page + 64 <= to) {
@@ -190,11 +194,32 @@ class CacheModel {
     return recent.virtualPage;
   }
 
+  // An access moves to another page about six times an operation, mostly back to one of a
+  // few pages (the heap object's fields, a list head's page, the object's). A page met
+  // again before any other page of its TLB set is the most recent of that set already,
+  // and was touched: the TLB would not change and nothing faults, so its switch costs a
+  // comparison instead of newPage's work. The counts are the same either way.
+  [[gnu::always_inline]] bool switchToRecentPage(std::uint64_t page) {
+    for (const RecentTlbPage& recent : recentTlbPages_) {
+      if (recent.page == page) {
+        lastPage_ = page;
+        lastVirtualPage_ = recent.virtualPage;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void forgetRecentPages() {
+    for (RecentTlbPage& recent : recentTlbPages_) recent = {};
+  }
+
   // True when the page faults (its first touch).
   [[gnu::noinline]] bool newPage(std::uint64_t page) {
     lastPage_ = page;
     lastVirtualPage_ = virtualPageOf(page);
     if (!tlb_.access(lastVirtualPage_)) ++counts_.tlbMisses;
+    rememberRecentPage(page, lastVirtualPage_);
     std::uint64_t index = page - firstPage_;
     if (index >= pages_) return false;
     std::uint64_t bit = std::uint64_t{1} << (index % 64);
@@ -203,6 +228,16 @@ class CacheModel {
     word |= bit;
     ++counts_.pagesTouched;
     return true;
+  }
+
+  // `page` is now the most recent of its TLB set (and touched, once newPage returns): the
+  // pages remembered in that set are not any more.
+  void rememberRecentPage(std::uint64_t page, std::uint64_t virtualPage) {
+    std::uint64_t set = tlb_.setOf(virtualPage);
+    for (RecentTlbPage& recent : recentTlbPages_)
+      if (recent.page != kNoPage && tlb_.setOf(recent.virtualPage) == set) recent = {};
+    recentTlbPages_[nextRecentTlbPage_] = {page, virtualPage};
+    nextRecentTlbPage_ = (nextRecentTlbPage_ + 1) % kRecentTlbPages;
   }
 
   SetAssociativeCache<8> l1_;
@@ -223,6 +258,14 @@ class CacheModel {
   };
   static constexpr std::size_t kRecentOtherPages = 8;
   RecentPage recentOtherPages_[kRecentOtherPages];
+  // Pages that are each the most recent of their TLB set and touched (switchToRecentPage).
+  struct RecentTlbPage {
+    std::uint64_t page = kNoPage;
+    std::uint64_t virtualPage = 0;
+  };
+  static constexpr std::size_t kRecentTlbPages = 4;
+  RecentTlbPage recentTlbPages_[kRecentTlbPages];
+  std::size_t nextRecentTlbPage_ = 0;
   CacheModelCounts counts_;
 };
 
