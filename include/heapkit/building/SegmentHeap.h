@@ -74,7 +74,7 @@ inline constexpr std::size_t kBins = 64;    // lengths 1 to 63, then one list of
 
 struct SegmentConfig {
   // Span operations a free slice keeps its pages for (then they are purged).
-  std::uint64_t purgeDelay = 4096;
+  std::uint64_t purgeDelay = 16384;
   // The budget of free resident bytes: at least inUsePercent of the bytes in use, never
   // less than minResidentFreeBytes nor more than maxResidentFreeBytes.
   std::size_t minResidentFreeBytes = 4 * 1024 * 1024;
