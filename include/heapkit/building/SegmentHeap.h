@@ -467,7 +467,7 @@ class SegmentHeap : public Super {
   // wait to be purged (with blocks of 120-710 KiB replaced at random, best fit alone
   // faulted in a tenth of every block allocated); taking the first long enough among the
   // 8 freed last spread the spans in use over the segments, so that pages were purged
-  // and faulted back in (bench-malloc's buffers: 2.5x the page faults).
+  // and faulted back in (bench-malloc's buffers: 2.8x the page faults).
   // A span with a segment of its own takes the shortest of them instead: it is taken
   // whole, pages and all.
   SliceEntry* residentFit(std::size_t slices) {
