@@ -397,15 +397,19 @@ sizes 8 B-16 KiB skewed small) is a fifth (`heapkit-workload`); server (threads 
 other's objects through a shared table), churn (thread-private random replacement in a
 2000-object working set), falseshare (Hoard's cache-scratch: small objects written hard by
 different threads), buffers (large short-lived buffers, 16-256 KiB, one byte written a
-page), bigblocks (two live 5-25 MiB blocks per thread replaced in a loop, every page
-written), prodcons (after xmalloc-test: <threads> producers fill 32,776-byte records of
-4096 pointers to 64-byte objects, at most 100 in flight, and <threads> consumers free
-them) and mixedstress (eight 120-710 KiB blocks per thread replaced at random, swapped
-with a shared table a quarter of the time) are `heapkit-mt-workload <name> <threads>`
-(bench/malloc/mt_workloads.cpp). On
-buffers the allocators that reuse large blocks finish in 10-40 ms, near the 10 ms
-resolution of the time measurement, so time ratios between them there are not
-meaningful; the ratios to glibc are. Freed large blocks are kept for reuse by both
+page; 200,000 replacements), bigblocks (two live 5-25 MiB blocks per thread replaced in a
+loop, every page written), prodcons (after xmalloc-test: <threads> producers fill
+32,776-byte records of 4096 pointers to 64-byte objects, at most 100 in flight, and
+<threads> consumers free them) and mixedstress (eight 120-710 KiB blocks per thread
+replaced at random, swapped with a shared table a quarter of the time; 100,000
+replacements) are `heapkit-mt-workload <name> <threads>` (bench/malloc/mt_workloads.cpp).
+buffers and mixedstress run 5 times the replacements they ran before: the allocators that
+reuse large blocks finished them in 10-60 ms, near the 10 ms resolution of the time
+measurement; now in 0.1-0.4 s (glibc: some 1.3 s of CPU time on buffers, 0.2 s on
+mixedstress). prodcons' peak RSS follows the records in flight at the peak (at most 100,
+some 290 KiB each), which the producer's and consumer's relative speed decides: a
+faster producer fills the queue (the program prints the most records in flight to
+stderr). Freed large blocks are kept for reuse by both
 general-purpose libraries (docs/malloc-replacement.md, "Medium and large blocks").
 
 Peak RSS of an empty program (`/bin/true`, median of {args.repeats}) under each allocator, what

@@ -271,7 +271,7 @@ def hot_sizes(top_sizes: Iterable[tuple[int, int]], limit: int = 8) -> list[int]
 # the HKS preset is a point of the searched space and its neighbours a mutation away.
 PAGE_SEGREGATED_DEFAULTS = {
     "warm_superblocks": "64",
-    "purge_delay": "4096",
+    "purge_delay": "16384",
     "resident_free": '{"min_bytes": 4194304, "max_bytes": 134217728, "in_use_percent": 150}',
     "large_cache": '{"max_blocks": 8, "fit_slack": 4, "idle_operations": 1024}',
 }
@@ -280,7 +280,7 @@ PAGE_SEGREGATED_DEFAULTS = {
 # less memory for some more work.
 PAGE_SEGREGATED_CHOICES = {
     "warm_superblocks": ("0", "4", "16", "64"),
-    "purge_delay": ("64", "512", "4096", "32768"),
+    "purge_delay": ("64", "512", "16384", "32768"),
     "resident_free": ('{"min_bytes": 0, "max_bytes": 4194304, "in_use_percent": 25}',
                       '{"min_bytes": 1048576, "max_bytes": 16777216, "in_use_percent": 50}',
                       PAGE_SEGREGATED_DEFAULTS["resident_free"]),

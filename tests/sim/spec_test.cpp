@@ -177,7 +177,7 @@ TEST(Spec, PageSegregatedNormalFormSpellsOutLibheapkitsDefaults) {
     classes += std::to_string(ScalableSizeClasses::bytesOf(i));
   }
   EXPECT_EQ(terse.normalized, R"({"format":"heapkit-dmm/1","allocators":[{"range":[0,null],"mechanism":"page_segregated",)"
-                              R"("class_sizes":[)" + classes + R"(],"span_max_bytes":33554432,"purge_delay":4096,)"
+                              R"("class_sizes":[)" + classes + R"(],"span_max_bytes":33554432,"purge_delay":16384,)"
                               R"("resident_free":{"min_bytes":4194304,"max_bytes":134217728,"in_use_percent":150},)"
                               R"("warm_superblocks":64,"large_cache":{"max_blocks":8,"fit_slack":4,"idle_operations":1024}}],)"
                               R"("fallback":"os"})");

@@ -12,10 +12,14 @@
 //    address by masking to the region), and 63 slices follow. A span longer than 63
 //    slices gets a segment of its own, as long as the next power of two, that holds that
 //    one span at a time (its header's slot is in its first region, where the span starts).
-//  - A free span is taken first fit among the few freed last that still have their pages
-//    (reusing them faults nothing in), else best fit by length (a list per length up to
-//    63 slices, one list of longer spans, and a bitmap of the non-empty lists), and split;
-//    a freed span merges with free neighbours in its segment.
+//  - A free span is taken among the free spans that still have pages (the 64 freed last):
+//    the one whose first slices hold the most resident bytes, so that the request faults
+//    in the fewest pages; among equals the shortest, then the lowest address, which
+//    keeps the spans in use packed low and the free space above them idle until it is
+//    purged once (jemalloc's and tcmalloc's lowest-address rule). Else best fit by length
+//    (a list per length up to 63 slices, one list of longer spans, and a bitmap of the
+//    non-empty lists). The span is split; a freed span merges with free neighbours in its
+//    segment.
 //  - Residency is tracked per slice: the first `resident` bytes of a slice are counted
 //    resident by the top heap, the rest purged (core/HeapContract.h, PurgingHeap). A new
 //    segment is purged whole (its pages were never touched: this takes them out of the
@@ -70,7 +74,7 @@ inline constexpr std::size_t kBins = 64;    // lengths 1 to 63, then one list of
 
 struct SegmentConfig {
   // Span operations a free slice keeps its pages for (then they are purged).
-  std::uint64_t purgeDelay = 4096;
+  std::uint64_t purgeDelay = 16384;
   // The budget of free resident bytes: at least inUsePercent of the bytes in use, never
   // less than minResidentFreeBytes nor more than maxResidentFreeBytes.
   std::size_t minResidentFreeBytes = 4 * 1024 * 1024;
@@ -114,7 +118,7 @@ class SegmentHeap : public Super {
   static_assert(sizeof(Segment) <= superblock::kSlotBytes && superblock::kSlotsBytes % alignof(SliceEntry) == 0);
 
   static constexpr std::size_t kSliceBytes = segment::kSliceBytes;
-  static constexpr std::size_t kResidentProbes = 8;
+  static constexpr std::size_t kResidentProbes = 64;
   // Spans of up to 2^15 slices (2 GiB): the entries of a segment of 2^15 slices take 41
   // slices, and the span's header slot must lie in the first region.
   static constexpr std::size_t kMaxSpanSlices = std::size_t{1} << 15;
@@ -456,22 +460,38 @@ class SegmentHeap : public Super {
     else ageOldest_ = prev;
   }
 
-  // Among the spans freed last that still have their pages, the first long enough, or
-  // null. Taking a purged span of the best length instead would fault its pages in while
-  // resident ones wait to be purged: with blocks of 120-710 KiB replaced at random, best
-  // fit alone faulted in a tenth of every block allocated.
+  // Among the free spans with resident pages (the kResidentProbes freed last), the one
+  // long enough whose first `slices` slices hold the most resident bytes (the fewest pages
+  // faulted in), the shortest and then the lowest address among equals; or null. Taking a
+  // purged span of the best length instead would fault its pages in while resident ones
+  // wait to be purged (with blocks of 120-710 KiB replaced at random, best fit alone
+  // faulted in a tenth of every block allocated); taking the first long enough among the
+  // 8 freed last spread the spans in use over the segments, so that pages were purged
+  // and faulted back in (bench-malloc's buffers: 2.8x the page faults).
   // A span with a segment of its own takes the shortest of them instead: it is taken
   // whole, pages and all.
   SliceEntry* residentFit(std::size_t slices) {
     SliceEntry* entry = ageNewest_;
     SliceEntry* best = nullptr;
     std::size_t bestLength = SIZE_MAX;
+    std::size_t bestCovered = 0;
     for (std::size_t probes = 0; entry != nullptr && probes < kResidentProbes; ++probes) {
       countStep(*this);
       std::size_t length = loadMetadata(*this, entry->spanSlices);
       if (length >= slices && ownSegment(length) == ownSegment(slices)) {
-        if (!ownSegment(slices)) return entry;
-        if (length < bestLength) {
+        if (!ownSegment(slices)) {
+          std::size_t covered = 0;
+          for (std::size_t i = 0; i < slices; ++i) {
+            countStep(*this);
+            covered += loadMetadata(*this, entry[i].resident);
+          }
+          if (best == nullptr || covered > bestCovered ||
+              (covered == bestCovered && (length < bestLength || (length == bestLength && entry < best)))) {
+            best = entry;
+            bestLength = length;
+            bestCovered = covered;
+          }
+        } else if (length < bestLength) {
           best = entry;
           bestLength = length;
         }

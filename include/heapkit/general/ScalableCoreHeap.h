@@ -18,7 +18,7 @@
 //
 //   ScalableCoreConfig config;
 //   config.classes = SizeClassTable(std::vector<std::size_t>{16, 48, 96, 256, 1024});
-//   config.segments.purgeDelay = 4096;
+//   config.segments.purgeDelay = 1024;
 //   ReservedArena<SimulatedMemory> arena;
 //   ScalableCoreHeap<SizeClassTable, ArenaHeap<ReservedArena<SimulatedMemory>>> heap(config, arena, owner);
 #pragma once
