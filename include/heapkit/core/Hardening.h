@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <type_traits>
 
 namespace heapkit {
 
@@ -38,6 +39,19 @@ constexpr bool hardened() {
 template <class H>
 constexpr bool secure() {
   if constexpr (requires { H::SecureAgainstMisuse; }) return H::SecureAgainstMisuse;
+  else return false;
+}
+
+// A heap whose free refuses, before anything else, every pointer it did not hand out
+// (a keyed header checked first: KingsleyHeap's SizeHeap cookie), unaligned ones
+// included, names itself as FreeChecksPointers, and HardenedHeap leaves out its own
+// alignment test. Layers that pass free straight through (LockedHeap) name themselves
+// in turn. A layer that merely inherits the name is not the heap it names, so it does
+// not count: a free list over such a heap, which keeps pointers without asking it, keeps
+// HardenedHeap's test.
+template <class H>
+constexpr bool freeChecksPointers() {
+  if constexpr (requires { typename H::FreeChecksPointers; }) return std::is_same_v<typename H::FreeChecksPointers, H>;
   else return false;
 }
 
