@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <cstring>
 
+#include "heapkit/building/FreelistHeap.h"
 #include "heapkit/general/KingsleyHeap.h"
 #include "heapkit/general/LeaHeap.h"
 #include "heapkit/threads/LockedHeap.h"
 #include "heapkit/threads/PHOThreadHeap.h"
 #include "heapkit/threads/ScalableHeap.h"
+#include "heapkit/utility/HardenedHeap.h"
 #include "heapkit/wrapper/ANSIWrapper.h"
 #include "support/AuditedTop.h"
 #include "support/ModelCheck.h"
@@ -24,6 +26,16 @@ using Kingsley = ANSIWrapper<LockedHeap<SpinLock, KingsleyHeap<AuditedTop>>>;
 using Lea = ANSIWrapper<LeaHeap<AuditedTop>>;
 using Pho = ANSIWrapper<PHOThreadHeap<2, LockedHeap<SpinLock, LeaHeap<AuditedTop>>>>;
 using Scalable = ANSIWrapper<ScalableHeap<AuditedTop>>;
+
+// HardenedHeap leaves its alignment test out only where the heap's own free checks every
+// pointer first: hardened Kingsley (the cookie), behind its lock (libheapkit-kingsley.so);
+// not unhardened, not Lea (size words, no key), and not a layer that inherits the claim
+// without making the check (a free list over Kingsley keeps pointers unchecked).
+static_assert(freeChecksPointers<LockedHeap<SpinLock, KingsleyHeap<Hardened<MmapHeap>>>>());
+static_assert(!freeChecksPointers<LockedHeap<SpinLock, KingsleyHeap<MmapHeap>>>());
+static_assert(!freeChecksPointers<LockedHeap<SpinLock, LeaHeap<Hardened<MmapHeap>>>>());
+static_assert(!freeChecksPointers<FreelistHeap<KingsleyHeap<Hardened<MmapHeap>>>>());
+static_assert(!freeChecksPointers<LockedHeap<SpinLock, FreelistHeap<KingsleyHeap<Hardened<MmapHeap>>>>>());
 
 template <class H>
 class ANSIWrapperTest : public ::testing::Test {

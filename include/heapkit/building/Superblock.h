@@ -383,6 +383,13 @@ struct alignas(64) Superblock {
            static_cast<std::uint32_t>(offset * reciprocal) < superblock::kBytes;
   }
 
+  // isObjectStart for the owner's inline free, whose pointer is 16-aligned and lies in this
+  // superblock past its slice's head (its token matched): the multiply and the compare.
+  [[gnu::always_inline]] bool startsObject(const void* pointer) const {
+    auto offset = static_cast<std::uint64_t>(static_cast<const char*>(pointer) - firstObject);
+    return static_cast<std::uint32_t>(offset * reciprocal) < superblock::kBytes;
+  }
+
   // The checks of a free that left the owner's fast path; the object's tag is checked
   // once its start is known.
   void checkHeader(void* pointer) {

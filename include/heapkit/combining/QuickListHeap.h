@@ -28,27 +28,43 @@ class QuickListHeap : public Super {
   ~QuickListHeap() { consolidate(); }
 
   void* malloc(std::size_t size) {
-    if constexpr (kHardened) {
-      // Whatever path hands the object out, a tag left from an earlier life goes: a block
-      // merged below keeps its old second word, and may be carved at the same address.
-      void* object = mallocUnchecked(size);
-      if (object != nullptr) hardening::untagAllocated(object);
-      return object;
-    } else {
-      return mallocUnchecked(size);
+    if (size <= MaxQuickBytes) {
+      // The list of exactly the usable size the heap below would give this request.
+      std::size_t list = usableSizeFor(size) / 16;
+      countStep(*this);  // the list's lookup
+      if (Node* node = loadMetadata(*this, heads_[list])) {
+        storeMetadata(*this, heads_[list], loadMetadata(*this, node->next));
+        if constexpr (kHardened) hardening::untagAllocated(node);
+        return node;
+      }
     }
+    void* object = mallocBelow(size);
+    // Whatever path hands the object out, a tag left from an earlier life goes: a block
+    // merged below keeps its old second word, and may be carved at the same address.
+    if constexpr (kHardened) {
+      if (object != nullptr) hardening::untagAllocated(object);
+    }
+    return object;
   }
 
   void free(void* object) {
     if (object == nullptr) return;
-    std::size_t list = sizeword::sizeFrom(*this, static_cast<const Super&>(*this), object) / 16;
+    std::size_t usable = sizeword::sizeFrom(*this, static_cast<const Super&>(*this), object);
     countStep(*this);  // the list's lookup
-    if (list < kLists) {
+    // One unsigned compare: lists from kFirstList on (hardened, a length too short for a
+    // block is not quick-listed, but goes below, whose checks report it).
+    if (usable - 16 * kFirstList < 16 * (kLists - kFirstList)) {
+      std::size_t list = usable / 16;
       // The heap below sees quick-listed objects as in use: its checks tell a pointer that
       // is no block of its own (a glibc chunk's header passes a test of its size word
       // alone, not one of the next block's) and blocks it holds free; the tag tells
       // quick-listed ones. Objects that go on to the heap below are checked there.
-      if constexpr (kHardened && requires { Super::checkFreeable(object); }) Super::checkFreeable(object);
+      if constexpr (kHardened && requires { Super::checkFreeableSmall(object); }) {
+        static_assert(MaxQuickBytes + 16 <= Super::kSmallBlockBytes);
+        Super::checkFreeableSmall(object);
+      } else if constexpr (kHardened && requires { Super::checkFreeable(object); }) {
+        Super::checkFreeable(object);
+      }
       if constexpr (kHardened) hardening::checkAndTagFreed(object);
       auto* node = static_cast<Node*>(object);
       storeMetadata(*this, node->next, loadMetadata(*this, heads_[list]));
@@ -74,17 +90,16 @@ class QuickListHeap : public Super {
 
  private:
   static constexpr bool kHardened = hardened<Super>();
+  // The first list a valid block's usable size falls in, for free's range test: its
+  // length is at least a block's (checkFreeableSmall leaves that test to it).
+  static constexpr std::size_t kFirstList = [] {
+    if constexpr (kHardened && requires { Super::kMinBlockBytes; Super::kSizeWordBytes; })
+      return (Super::kMinBlockBytes - Super::kSizeWordBytes) / 16;
+    else return std::size_t{0};
+  }();
 
-  void* mallocUnchecked(std::size_t size) {
-    if (size <= MaxQuickBytes) {
-      // The list of exactly the usable size the heap below would give this request.
-      std::size_t list = usableSizeFor(size) / 16;
-      countStep(*this);  // the list's lookup
-      if (Node* node = loadMetadata(*this, heads_[list])) {
-        storeMetadata(*this, heads_[list], loadMetadata(*this, node->next));
-        return node;
-      }
-    }
+  // A request no quick list could serve.
+  void* mallocBelow(std::size_t size) {
     // Give the heap below the quick-listed objects to merge, as dlmalloc consolidates its
     // fast bins: before a large request, so it is placed among merged neighbours rather
     // than cut from a block those would have joined, and before the heap grows, or

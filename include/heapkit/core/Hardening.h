@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <type_traits>
 
 namespace heapkit {
 
@@ -38,6 +39,19 @@ constexpr bool hardened() {
 template <class H>
 constexpr bool secure() {
   if constexpr (requires { H::SecureAgainstMisuse; }) return H::SecureAgainstMisuse;
+  else return false;
+}
+
+// A heap whose free refuses, before anything else, every pointer it did not hand out
+// (a keyed header checked first: KingsleyHeap's SizeHeap cookie), unaligned ones
+// included, names itself as FreeChecksPointers, and HardenedHeap leaves out its own
+// alignment test. Layers that pass free straight through (LockedHeap) name themselves
+// in turn. A layer that merely inherits the name is not the heap it names, so it does
+// not count: a free list over such a heap, which keeps pointers without asking it, keeps
+// HardenedHeap's test.
+template <class H>
+constexpr bool freeChecksPointers() {
+  if constexpr (requires { typename H::FreeChecksPointers; }) return std::is_same_v<typename H::FreeChecksPointers, H>;
   else return false;
 }
 
@@ -134,15 +148,27 @@ inline std::uint64_t& secondWord(void* object) { return static_cast<std::uint64_
 [[gnu::cold, gnu::noipa]] inline void reportBadHeader(const void* pointer) { badHeader(pointer); }
 [[gnu::cold, gnu::noipa]] inline void reportOverflowAfter(const void* pointer) { overflowAfter(pointer); }
 
+// The tag a free list writes into a freed object's second word: nine times its address
+// plus an odd constant, one lea from the register that holds the pointer (the secret's
+// load and xor were two instructions on every free). It differs from object to object, so
+// a tag copied to another object does not match there, and no correct program stores it:
+// it is odd (no aligned pointer), and about nine times a heap address, so beyond the user
+// address range where heaps lie in its top eight ninths (mmap's, at 0x7f... on x86-64),
+// and elsewhere beyond any heap smaller than eight times its own address. A program that
+// wanted to hide a double free would write anything else there, so a secret adds nothing;
+// header cookies, which stop pointers a program made up, keep it. ScalableHeap's
+// superblock lists have a tag of their own of the same kind (building/Superblock.h).
+inline std::uint64_t freedTag(const void* object) { return 9 * reinterpret_cast<std::uintptr_t>(object) + 0x5bd1e995u; }
+
 // The checks a free list makes: a freed object that already carries its tag is freed a
-// second time (a 64-bit secret mixed with the address: a live object holds it only if the
-// program copied it there from this very object's freed memory).
+// second time (a live object holds it only if the program copied it there from this very
+// object's freed memory).
 inline void checkNotFreed(void* object) {
-  if (secondWord(object) == tagOf(object)) [[unlikely]] doubleFree(object);
+  if (secondWord(object) == freedTag(object)) [[unlikely]] doubleFree(object);
 }
-inline void tagFreed(void* object) { secondWord(object) = tagOf(object); }
+inline void tagFreed(void* object) { secondWord(object) = freedTag(object); }
 inline void checkAndTagFreed(void* object) {
-  std::uint64_t tag = tagOf(object);
+  std::uint64_t tag = freedTag(object);
   if (secondWord(object) == tag) [[unlikely]] doubleFree(object);
   secondWord(object) = tag;
 }

@@ -9,10 +9,12 @@
 
 #include <bit>
 #include <cstddef>
+#include <type_traits>
 
 #include "heapkit/building/ChunkHeap.h"
 #include "heapkit/building/FreelistHeap.h"
 #include "heapkit/combining/StrictSegHeap.h"
+#include "heapkit/core/Hardening.h"
 #include "heapkit/objectrep/SizeHeap.h"
 #include "heapkit/top/MmapHeap.h"
 
@@ -39,6 +41,9 @@ class KingsleyHeap : public StrictSegHeap<kingsley::kNumBins, kingsley::sizeToCl
 
  public:
   using Base::Base;
+  // Hardened, free asks getSize first (StrictSegHeap), which checks SizeHeap's cookie: an
+  // unaligned pointer's word 16 bytes before is no cookie (core/Hardening.h).
+  using FreeChecksPointers = std::conditional_t<hardened<Top>(), KingsleyHeap, void>;
 };
 
 }  // namespace heapkit

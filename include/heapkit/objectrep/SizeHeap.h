@@ -1,7 +1,7 @@
 // SizeHeap: prepends a 16-byte header that records each object's usable size, so layers
 // above can call getSize. The size sits in the word just before the object. Hardened
-// (core/Hardening.h), the word before it holds a cookie (the secret mixed with its
-// address), and getSize, which every free above asks first, refuses a pointer whose cookie
+// (core/Hardening.h), the word before it holds a cookie (the secret mixed with the
+// object's address: a load and an xor from the pointer free holds), and getSize, which every free above asks first, refuses a pointer whose cookie
 // is wrong: one this heap did not hand out, or one inside an object.
 #pragma once
 
@@ -32,7 +32,7 @@ class SizeHeap : public Super {
     if (block == nullptr) return nullptr;
     void* object = block + kHeaderBytes;
     sizeword::set(*this, object, usable);
-    if constexpr (kHardened) *cookieOf(object) = hardening::tagOf(cookieOf(object));
+    if constexpr (kHardened) *cookieOf(object) = hardening::tagOf(object);
     return object;
   }
 
@@ -42,7 +42,7 @@ class SizeHeap : public Super {
 
   std::size_t getSize(void* object) const {
     if constexpr (kHardened) {
-      if (*cookieOf(object) != hardening::tagOf(cookieOf(object))) [[unlikely]] hardening::invalidPointer(object);
+      if (*cookieOf(object) != hardening::tagOf(object)) [[unlikely]] hardening::invalidPointer(object);
     }
     return sizeword::size(object);
   }

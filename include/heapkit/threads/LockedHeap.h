@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 
+#include "heapkit/core/Hardening.h"
 #include "heapkit/core/HeapContract.h"
 #include "heapkit/threads/Locks.h"
 
@@ -15,6 +17,8 @@ class LockedHeap : public Super {
  public:
   using Super::Super;
   LockedHeap() = default;
+  // Its free is its parent's behind the lock (core/Hardening.h).
+  using FreeChecksPointers = std::conditional_t<freeChecksPointers<Super>(), LockedHeap, void>;
 
   void* malloc(std::size_t size) {
     LockGuard<Lock> guard(lock_);

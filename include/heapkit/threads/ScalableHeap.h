@@ -240,7 +240,10 @@ class ScalableHeap {
         Superblock* sb = reinterpret_cast<SliceHead*>(headAddress)->header;  // aligned: the token matched
         auto* node = static_cast<FreeNode*>(pointer);
         if constexpr (kHardened) {
-          // Superblock::checkAndTagFreed, with the report reached by a jump (core/Hardening.h).
+          // A pointer inside an object (the program's arithmetic gone wrong) is no object's
+          // start; then Superblock::checkAndTagFreed, the reports reached by a jump
+          // (core/Hardening.h).
+          if (!sb->startsObject(node)) [[unlikely]] return hardening::reportInvalidPointer(node);
           std::uint64_t tag = Superblock::freedTag(node, sb);
           if (hardening::secondWord(node) == tag) [[unlikely]] return hardening::reportDoubleFree(node);
           hardening::secondWord(node) = tag;

@@ -99,7 +99,7 @@ class CanaryHeap : public Super {
   // (ScalableHeap's, building/Superblock.h), or core/Hardening.h's.
   static std::uint64_t freedTagBelow(const char* block) {
     if constexpr (requires { Super::freedTag(block); }) return Super::freedTag(block);
-    else return hardening::tagOf(block);
+    else return hardening::freedTag(block);
   }
 
   static std::size_t offsetOf(std::uint64_t sizeWord) { return (sizeWord >> kOffsetShift) * kMinAlignment; }

@@ -1,5 +1,6 @@
 // HardenedHeap: the checks on free that need no knowledge of the heap below. A pointer
-// that is not 16-byte aligned was never handed out (every object is); a heap that can tell
+// that is not 16-byte aligned was never handed out (every object is; not tested over a
+// heap whose free checks every pointer itself, freeChecksPointers); a heap that can tell
 // its own memory (owns(pointer): DmmHeap's arena) refuses pointers outside it. Either
 // stops the program with one line naming the pointer (core/Hardening.h).
 //
@@ -27,7 +28,10 @@ class HardenedHeap : public std::conditional_t<secure<Super>(), CanaryHeap<Super
   HardenedHeap() = default;
 
   void free(void* object) {
-    if (reinterpret_cast<std::uintptr_t>(object) % kMinAlignment != 0) [[unlikely]] return hardening::reportInvalidPointer(object);
+    // Unless the heap's free checks every pointer first (core/Hardening.h, freeChecksPointers).
+    if constexpr (!freeChecksPointers<Super>()) {
+      if (reinterpret_cast<std::uintptr_t>(object) % kMinAlignment != 0) [[unlikely]] return hardening::reportInvalidPointer(object);
+    }
     if constexpr (requires(const Super& heap) { heap.owns(object); }) {
       if (object != nullptr && !Super::owns(object)) [[unlikely]] hardening::invalidPointer(object);
     }
