@@ -63,8 +63,9 @@ REFERENCE = 2.0
 # How many candidates are made for each offspring the search simulates; the surrogate
 # model picks one (docs/search.md, "Screening offspring with a model").
 SCREEN = 4
-# The surrogate's ridge penalty: its ranking of held-out designs (Spearman, 24 to 120
-# designs learnt from) was best between 1 and 3 on boxedsim and espresso.
+# The surrogate's ridge penalty: its ranking of held-out designs (Spearman's rho, learnt
+# from 24 to 120 designs) was about as good at 1 as at 3, and searches with 1 did better
+# on GCBench (two seeds, the one measure where they differed by more than noise).
 SURROGATE_RIDGE = 1.0
 # How many standard deviations of its prediction the model's value of a candidate is
 # lowered by (optimism where it knows little: heapkit.surrogate.Surrogate.optimistic).

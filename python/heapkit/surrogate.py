@@ -112,7 +112,6 @@ class Surrogate:
         self.ridge = ridge
         self.columns: dict[str, int] = {}
         self.coefficients: np.ndarray | None = None
-        self.inverse: np.ndarray | None = None
         self.noise: np.ndarray | None = None
         self._features: dict[str, dict[str, float]] = {}
 
@@ -123,8 +122,7 @@ class Surrogate:
         return found
 
     def _matrix(self, specs: Sequence[Spec]) -> np.ndarray:
-        x = np.zeros((len(specs), len(self.columns) + 1))
-        x[:, -1] = 1.0
+        x = np.zeros((len(specs), len(self.columns)))
         for row, spec in enumerate(specs):
             for name, value in self._features_of(spec).items():
                 column = self.columns.get(name)
@@ -140,18 +138,24 @@ class Surrogate:
                 self.columns.setdefault(name, len(self.columns))
         x = self._matrix(specs)
         y = np.log(np.maximum(np.asarray(ratios, dtype=np.float64), 1e-9))
-        penalty = self.ridge * np.eye(x.shape[1])
-        penalty[-1, -1] = 0.0  # the intercept is not shrunk
-        self.inverse = np.linalg.pinv(x.T @ x + penalty)
-        self.coefficients = self.inverse @ x.T @ y
+        # Centred, so that the intercept (the means) is not shrunk; solved in the dual (an
+        # n x n system: the features outnumber the designs).
+        self.x_mean, self.y_mean = x.mean(axis=0), y.mean(axis=0)
+        self.x = x - self.x_mean
+        self.gram = np.linalg.inv(self.x @ self.x.T + self.ridge * np.eye(len(specs)))
+        self.coefficients = self.x.T @ (self.gram @ (y - self.y_mean))
         # Each objective's residual variance (the model as Bayesian linear regression).
-        residuals = y - x @ self.coefficients
+        residuals = y - self.y_mean - self.x @ self.coefficients
         self.noise = (residuals ** 2).sum(axis=0) / max(1, len(specs) - 1)
         return self
 
+    def _log_predictions(self, specs: Sequence[Spec]) -> tuple[np.ndarray, np.ndarray]:
+        x = self._matrix(specs) - self.x_mean
+        return x @ self.coefficients + self.y_mean, x
+
     def predict(self, specs: Sequence[Spec]) -> np.ndarray:
         """Predicted objectives over the baseline's, one row per spec."""
-        return np.exp(self._matrix(specs) @ self.coefficients)
+        return np.exp(self._log_predictions(specs)[0])
 
     def optimistic(self, specs: Sequence[Spec], confidence: float = 1.0) -> np.ndarray:
         """The predictions lowered by ``confidence`` standard deviations of the prediction
@@ -159,9 +163,11 @@ class Surrogate:
         mechanism seen only on a few sizes, now serving most requests) is uncertain, and
         its optimistic value lets the search try it (the upper confidence bound of
         model-based optimisation) instead of trusting a guess from little data."""
-        x = self._matrix(specs)
-        spread = np.sqrt(np.einsum("ij,jk,ik->i", x, self.inverse, x)[:, None] * self.noise[None, :])
-        return np.exp(x @ self.coefficients - confidence * spread)
+        mean, x = self._log_predictions(specs)
+        # x (X'X + rI)^-1 x' by Woodbury: (x.x - k' (XX' + rI)^-1 k) / r, with k = X x'.
+        k = self.x @ x.T
+        variance = np.maximum(((x * x).sum(axis=1) - np.einsum("ij,ik,kj->j", k, self.gram, k)) / self.ridge, 0.0)
+        return np.exp(mean - confidence * np.sqrt(variance[:, None] * self.noise[None, :]))
 
 
 def hypervolume(points: np.ndarray, reference: float = REFERENCE) -> float:
