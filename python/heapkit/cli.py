@@ -533,9 +533,9 @@ def _design_table(title: str, designs, objectives, references: dict[str, dict[st
               help="Per-codon probability (--operators codon).")
 @click.option("--immigrants", type=click.FloatRange(0, 1), default=0.25, show_default=True,
               help="Share of each generation's offspring replaced by random genomes.")
-@click.option("--screen", type=click.IntRange(min=1), default=4, show_default=True,
+@click.option("--screen", type=click.IntRange(min=1), default=1, show_default=True,
               help="Candidates made for each offspring; a model learnt from the designs simulated so far picks the "
-                   "one to simulate (1: no screening).")
+                   "one to simulate (1: no screening; docs/search.md says when it helps).")
 @click.option("--crossover", type=click.FloatRange(0, 1), default=0.8, show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--resume", is_flag=True, help="Continue the search whose checkpoint is in the output directory.")
