@@ -8,12 +8,15 @@ The presets the grammar can express (KNG, LEA, FIB, S10, ALEA, HKS) are seeded i
 first population, with designs mixing page-segregated small objects and a best-fit heap (by
 size, or by lifetime: the short-lived sizes in an area of their own), and page-segregated
 designs on the class lists fitted to the trace,
-and NSGA-II keeps the non-dominated designs (one design per point of objective space), so
-the front never loses to them. Offspring come from the derivation tree: a subtree swapped
+and NSGA-II keeps the non-dominated designs (one design per point of objective space; the
+front that does not fit the population cut by hypervolume contribution), so the front
+never loses to them. Offspring come from the derivation tree: a subtree swapped
 between parents or redrawn, the rest of the design kept (:func:`subtree_crossover`,
-:func:`subtree_mutation`; ``operators="codon"``: GE's one-point crossover and per-codon
-mutation). Every offspring derives a design not evaluated before (:func:`make_new`), and
-a share of them are random immigrants.
+:func:`subtree_mutation`, or one setting alone: :func:`leaf_mutation`; ``operators="codon"``:
+GE's one-point crossover and per-codon mutation). With ``screen`` > 1 a surrogate model
+(:mod:`heapkit.surrogate`) picks which of several candidates to simulate. Every offspring
+derives a design not evaluated before (:func:`make_new`), and a share of them are random
+immigrants.
 
 Evaluations are simulations (:func:`heapkit.simulate`) on threads, memoised by the
 design's normalised form in an on-disk cache that later runs reuse. A checkpoint after
@@ -63,7 +66,8 @@ REFERENCE = 2.0
 # How many candidates are made for each offspring the search simulates; the surrogate
 # model picks one (docs/search.md, "Screening offspring with a model"). Off (1) by default:
 # on the churn trace, whose footprint is in blocks over 64 KiB that the model's size profile
-# lumps together, screening lost to random sampling where the search without it won.
+# lumps together, screening lost to random sampling by 0.19 and 0.06 where the search
+# without it won.
 SCREEN = 1
 # The surrogate's ridge penalty: its ranking of held-out designs (Spearman's rho, learnt
 # from 24 to 120 designs) was about as good at 1 as at 3, and searches with 1 did better
