@@ -275,6 +275,39 @@ def initial_seeds(grammar: Grammar, population: int, seed_fitted: bool = True) -
     return seeds[:population]
 
 
+def truncate_by_contribution(individuals: list, k: int, baseline: Sequence[float]) -> list:
+    """``k`` of ``individuals`` (DEAP individuals with minimised fitnesses): NSGA-II's fronts
+    in order while they fit; of the front that does not, the designs adding most to the
+    hypervolume (objectives over ``baseline``'s, reference REFERENCE in each: the box under
+    twice Kingsley's, the search's measure), by dropping the one adding least until the
+    rest fit (SMS-EMOA's selection; Beume, Naujoks and Emmerich). A design beyond the box
+    adds nothing and goes first, the farthest first, however extreme: NSGA-II's crowding
+    distance keeps a front's extremes (a region at 4x Kingsley's footprint and the least
+    energy) and breeds from them forever, and in three objectives spreads the rest poorly.
+    The chosen get NSGA-II's crowding distances for the parents' tournament."""
+    base = np.maximum(np.asarray(baseline, dtype=np.float64), 1e-12)
+    chosen: list = []
+    for front in tools.sortNondominated(individuals, min(k, len(individuals))):
+        if len(chosen) + len(front) <= k:
+            chosen += front
+            continue
+        front = list(front)
+        while len(front) > k - len(chosen):
+            points = np.array([i.fitness.values for i in front]) / base
+            inside = (points < REFERENCE).all(axis=1)
+            gains = np.zeros(len(front))
+            if inside.any():
+                gains[inside] = moocore.hv_contributions(points[inside], ref=[REFERENCE] * len(base))
+            # The least gain goes; among designs adding nothing, the farthest beyond the box.
+            drop = min(range(len(front)), key=lambda i: (gains[i], -float(points[i].max())))
+            front.pop(drop)
+        chosen += front
+        break
+    for front in tools.sortNondominated(chosen, len(chosen)):
+        tools.emo.assignCrowdingDist(front)
+    return chosen
+
+
 def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
     return all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
 
@@ -325,7 +358,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
     are made for each offspring, of which the surrogate model (:mod:`heapkit.surrogate`)
     picks the one to simulate (1: every offspring simulated as made); with ``hv_selection`` (the
     default), the last front to fit is cut by hypervolume contribution, not crowding
-    distance (:func:`search`'s ``truncate_by_contribution``)."""
+    distance (:func:`truncate_by_contribution`)."""
     import time
 
     objectives = tuple(objectives)
@@ -435,43 +468,13 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
             for individual in individuals:
                 (copies if individual.fitness.values in points else firsts).append(individual)
                 points.add(individual.fitness.values)
-            chosen = truncate_by_contribution(firsts, k) if hv_selection else tools.selNSGA2(firsts, min(k, len(firsts)))
+            chosen = (truncate_by_contribution(firsts, k, [baseline.objective(o) for o in objectives]) if hv_selection
+                      else tools.selNSGA2(firsts, min(k, len(firsts))))
             for copy in copies[:k - len(chosen)]:
                 copy.fitness.crowding_dist = 0.0
                 chosen.append(copy)
             return chosen
         return sorted(individuals, key=lambda i: i.fitness.values[0])[:k]  # elitist (mu + lambda)
-
-    def truncate_by_contribution(individuals: list, k: int) -> list:
-        """NSGA-II's fronts in order while they fit; of the front that does not, the
-        designs adding most to the hypervolume (the box under twice Kingsley's in every
-        objective, the search's measure), by dropping the one adding least until the rest
-        fit (SMS-EMOA's selection; Beume, Naujoks and Emmerich). A design beyond the box
-        adds nothing and goes first, however extreme: NSGA-II's crowding distance keeps a
-        front's extremes (a region at 4x Kingsley's footprint and the least energy) and
-        breeds from them forever, and in three objectives spreads the rest poorly. The
-        chosen get NSGA-II's ranks and crowding distances for the parents' tournament."""
-        base = np.array([max(baseline.objective(o), 1e-12) for o in objectives])
-        chosen: list = []
-        for front in tools.sortNondominated(individuals, min(k, len(individuals))):
-            if len(chosen) + len(front) <= k:
-                chosen += front
-                continue
-            front = list(front)
-            while len(front) > k - len(chosen):
-                points = np.array([i.fitness.values for i in front]) / base
-                inside = (points < REFERENCE).all(axis=1)
-                gains = np.zeros(len(front))
-                if inside.any():
-                    gains[inside] = moocore.hv_contributions(points[inside], ref=[REFERENCE] * len(objectives))
-                # The least gain goes; among designs adding nothing, the farthest beyond the box.
-                drop = min(range(len(front)), key=lambda i: (gains[i], -float(points[i].max())))
-                front.pop(drop)
-            chosen += front
-            break
-        for front in tools.sortNondominated(chosen, len(chosen)):
-            tools.emo.assignCrowdingDist(front)
-        return chosen
 
     def breed(pop: list, with_immigrants: bool = True) -> list:
         """One offspring per member of the population: tournament, variation, immigrants
@@ -806,5 +809,5 @@ def _settings(objectives, weights, population, mutation, crossover, seed, gramma
 
 __all__ = ["DEFAULT_OBJECTIVES", "Design", "EvaluationCache", "Evaluator", "OBJECTIVES", "OPERATORS", "REFERENCE",
            "SearchResult", "choice_crossover", "choice_mutation", "confirm", "default_cache_path", "dominates",
-           "hypervolume", "make_new", "non_dominated", "leaf_mutation", "random_sample", "search", "seed_genomes", "subtree_crossover",
+           "hypervolume", "make_new", "non_dominated", "leaf_mutation", "random_sample", "search", "truncate_by_contribution", "seed_genomes", "subtree_crossover",
            "subtree_mutation", "write_front"]

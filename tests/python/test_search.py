@@ -403,6 +403,56 @@ def test_the_surrogate_ranks_designs_it_has_not_seen(churn_trace, tmp_path):
         assert rho > 0.6, (name, rho)
 
 
+def test_screening_keeps_the_candidate_the_model_expects_to_add_most(churn_trace, tmp_path):
+    """promise: a point that would add to the front's hypervolume scores its gain; one the
+    front dominates scores minus how far it is from adding, the farther the lower. A
+    search screening 3 candidates per offspring runs, and still simulates new designs only."""
+    import numpy as np
+
+    from heapkit import surrogate
+
+    front = np.array([[0.5, 1.5], [1.5, 0.5]])
+    volume = surrogate.hypervolume(front)
+    assert volume == pytest.approx(0.75 + 0.75 - 0.25)  # two 1.5 x 0.5 boxes overlapping in 0.5 x 0.5
+    assert surrogate.promise(np.array([0.5, 0.5]), front, volume) == pytest.approx(1.0)
+    near, far = np.array([1.6, 1.6]), np.array([1.9, 1.9])
+    assert surrogate.promise(far, front, volume) < surrogate.promise(near, front, volume) < 0
+    assert surrogate.promise(np.array([1.0, 1.0]), front, volume) > 0
+
+    result = hs.search(churn_trace, tmp_path / "screened", population=8, generations=2, seed=1, threads=2,
+                       cache=tmp_path / "cache.sqlite", screen=3)
+    assert result.individuals == 8 * 3 and result.distinct >= 0.8 * result.individuals
+    with pytest.raises(ValueError, match="screen"):
+        hs.search(churn_trace, tmp_path / "bad", population=8, generations=1, screen=0)
+
+
+def test_the_front_that_does_not_fit_is_cut_by_hypervolume_contribution():
+    """Selection keeps whole fronts while they fit, then of the next the designs adding most
+    to the hypervolume (box: twice the baseline): a design beyond the box goes first however
+    extreme (NSGA-II's crowding distance would keep it), then the one adding least."""
+    fitness = hs._fitness_class(2)
+
+    def individual(work, footprint):
+        made = hs._make(fitness, [0])
+        made.fitness.values = (work, footprint)
+        return made
+
+    best = individual(0.5, 0.5)  # the first front, alone
+    beyond = individual(0.55, 5.0)  # on the second front, an extreme, outside the box
+    crowded = individual(0.95, 1.1)  # adds least: close to its neighbour (1.0, 1.0)
+    second = [individual(0.6, 1.8), individual(1.0, 1.0), crowded, individual(1.8, 0.6), beyond]
+    chosen = hs.truncate_by_contribution([best] + second, 4, [1.0, 1.0])
+    def among(x, group):
+        return any(x is y for y in group)
+
+    assert len(chosen) == 4 and among(best, chosen) and not among(beyond, chosen) and not among(crowded, chosen)
+    # NSGA-II's crowding distance keeps the extreme beyond the box.
+    from deap import tools
+
+    assert among(beyond, tools.selNSGA2([best] + second, 4))
+    assert all(hasattr(i.fitness, "crowding_dist") for i in chosen)
+
+
 # ---- the search -----------------------------------------------------------------------------
 
 def test_a_small_search_finds_a_design_dominating_every_preset(build_then_exit_trace, tmp_path):
