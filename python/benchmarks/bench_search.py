@@ -105,29 +105,11 @@ def _preload(library) -> dict:
 
 
 def random_front(trace: Path, count: int, tmp: Path, seed: int, presets: Sequence[hs.Design] = (),
-                 cache: Path | None = None) -> list[hs.Design]:
-    """As many random valid designs (random genomes through the same grammar) as ``count``,
-    each distinct and none a preset; the front of them and of ``presets`` (which the
-    search's front includes too)."""
-    grammar = generate_for_trace(trace)
-    rng = random.Random(seed)
-    specs, seen = [], {p.spec.key for p in presets}
-    while len(specs) < count:
-        text = grammar.derive([rng.randrange(256) for _ in range(rng.randint(16, 48))])
-        if text is None:
-            continue
-        try:
-            spec = design_from_text(text)
-        except ValueError:
-            continue  # a hand-edited grammar's invalid design: not a sample
-        if spec.key not in seen:
-            seen.add(spec.key)
-            specs.append(spec)
-    store = hs.EvaluationCache(cache or tmp / "cache.sqlite")
-    evaluator = hs.Evaluator(trace, store)
-    designs = [hs.Design(s, m) for s, m in zip(specs, evaluator.evaluate(specs))]
-    store.close()
-    return hs.non_dominated(designs + list(presets), ("work", "footprint"))
+                 cache: Path | None = None, objectives: Sequence[str] = ("work", "footprint"),
+                 population: int = 0) -> list[hs.Design]:
+    """The front of random sampling (:func:`heapkit.search.random_sample`) and of ``presets``."""
+    return hs.random_sample(trace, count, seed=seed, presets=presets, cache=cache or tmp / "cache.sqlite",
+                            objectives=objectives, population=population)
 
 
 def compare_with_random(workload: Path, args) -> list[dict]:
@@ -136,7 +118,7 @@ def compare_with_random(workload: Path, args) -> list[dict]:
     distinct designs as the search simulated beyond the presets; both fronts include the
     presets. One row per trace and seed."""
     tmp = Path(tempfile.mkdtemp(prefix="heapkit-ge-vs-random-"))
-    objectives = ("work", "footprint")
+    objectives = tuple(args.compare_objectives)
     rows = []
     for name, scale in args.compare_traces:
         recorded = tmp / f"{name}-{scale}-whole.hkt"
@@ -151,13 +133,14 @@ def compare_with_random(workload: Path, args) -> list[dict]:
                                population=args.compare_population, generations=args.compare_generations, seed=seed,
                                cache=tmp / f"ge-{name}-{seed}.sqlite",
                                diverse=not args.no_diverse, mutation=args.mutation, operators=args.operators,
-                               threads=args.threads)
+                               threads=args.threads, screen=args.screen)
             ge_seconds = time.monotonic() - started
             presets = list(result.presets.values())
             # The designs the search simulated beyond the presets: the random sample's size.
             count = max(1, len({d.spec.key for d in result.evaluated} - {p.spec.key for p in presets}))
             started = time.monotonic()
-            sampled = random_front(trace, count, tmp, seed, presets, cache=tmp / f"random-{name}-{seed}.sqlite")
+            sampled = random_front(trace, count, tmp, seed, presets, cache=tmp / f"random-{name}-{seed}.sqlite",
+                                   objectives=objectives, population=args.compare_population)
             random_seconds = time.monotonic() - started
             kng = result.presets["KNG"]
             row = {"trace": name, "scale": scale, "events": kng.metrics["events"], "seed": seed,
@@ -197,17 +180,24 @@ def comparison_section(rows: list[dict], args) -> str:
                + (f" --compare-population {args.compare_population} --compare-generations {args.compare_generations}"
                   if (args.compare_population, args.compare_generations) != (24, 12) else "")
                + (f" --operators {args.operators}" if args.operators != "subtree" else "")
+               + (f" --compare-objectives {','.join(args.compare_objectives)}"
+                  if tuple(args.compare_objectives) != hs.DEFAULT_OBJECTIVES else "")
+               + (f" --screen {args.screen}" if args.screen != hs.SCREEN else "")
                + (" --no-diverse" if args.no_diverse else ""))
     traces = list(dict.fromkeys(r["trace"] for r in rows))
+    objectives = " and ".join(args.compare_objectives)
     lines = ["### Convergence and random designs", "",
              f"Command: `{command}` (also run by `make bench-search`). The search (population "
              f"{args.compare_population}, {args.compare_generations} generations"
              + (": tune's budget" if (args.compare_population, args.compare_generations) == (24, 12) else "")
-             + "; objectives work and "
-             "footprint; operators "
-             f"`{args.operators}`) against random sampling at equal evaluations: as many distinct random valid designs "
-             "(random genomes through the same grammar) as the search simulated beyond the presets, the presets in "
-             "both fronts; hypervolume of the front with work and footprint over Kingsley's, reference point (2, 2); "
+             + f"; objectives {objectives}"
+             + (" (tune's)" if tuple(args.compare_objectives) == hs.DEFAULT_OBJECTIVES else "")
+             + f"; operators `{args.operators}`; "
+             + (f"{args.screen} candidates per offspring, the surrogate picking one" if args.screen > 1 else "no screening")
+             + ") against random sampling at equal evaluations: as many distinct valid designs as the search simulated "
+             "beyond the presets, first the designs the search's first population starts from (the mixed and fitted "
+             "page-segregated seeds), then random genomes through the same grammar; the presets in both fronts; "
+             f"hypervolume of the front with {objectives} over Kingsley's, reference point 2 in each; "
              f"seeds 1 to {args.seeds}, each search and each sample with a fresh cache. Traces: the workloads at the "
              "scale given, CPython parsing its `email` package (python-ast)"
              + (f", each cut to its first {args.compare_ops:,} operations where longer" if args.compare_ops else "") + ".",
@@ -289,6 +279,11 @@ def main() -> None:
     parser.add_argument("--no-diverse", action="store_true", help="compare without the new-design rule")
     parser.add_argument("--operators", choices=("subtree", "codon"), default="subtree",
                         help="the compared searches' variation operators")
+    parser.add_argument("--compare-objectives", default=",".join(hs.DEFAULT_OBJECTIVES),
+                        type=lambda text: text.split(","),
+                        help="the comparison's objectives (default tune's: " + ",".join(hs.DEFAULT_OBJECTIVES) + ")")
+    parser.add_argument("--screen", type=int, default=hs.SCREEN,
+                        help="candidates per offspring the surrogate picks from (1: no screening)")
     parser.add_argument("--mutation", type=float, default=0.02, help="the per-codon mutation rate (codon operators)")
     parser.add_argument("-j", "--threads", type=int, default=2, help="simulations at once")
     args = parser.parse_args()

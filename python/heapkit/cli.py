@@ -533,6 +533,9 @@ def _design_table(title: str, designs, objectives, references: dict[str, dict[st
               help="Per-codon probability (--operators codon).")
 @click.option("--immigrants", type=click.FloatRange(0, 1), default=0.25, show_default=True,
               help="Share of each generation's offspring replaced by random genomes.")
+@click.option("--screen", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Candidates made for each offspring; a model learnt from the designs simulated so far picks the "
+                   "one to simulate (1: no screening; docs/search.md says when it helps).")
 @click.option("--crossover", type=click.FloatRange(0, 1), default=0.8, show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--resume", is_flag=True, help="Continue the search whose checkpoint is in the output directory.")
@@ -548,8 +551,9 @@ def _design_table(title: str, designs, objectives, references: dict[str, dict[st
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write an HTML report (profile, the front, convergence, DMM maps).")
 def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: str, weights: str | None, population: int,
-           generations: int, operators: str, mutation: float, immigrants: float, crossover: float, seed: int, resume: bool,
-           cache: Path | None, threads: int | None, cluster: str | None, sample: int | None, energy: Path | None, no_glibc: bool,
+           generations: int, operators: str, mutation: float, immigrants: float, screen: int, crossover: float, seed: int,
+           resume: bool, cache: Path | None, threads: int | None, cluster: str | None, sample: int | None,
+           energy: Path | None, no_glibc: bool,
            report_path: Path | None) -> None:
     """Search the DMM design space for TRACE by grammatical evolution: the Pareto front (or,
     with --weights, the best designs) written to OUTPUT/front.json and OUTPUT/specs/, with a
@@ -582,7 +586,7 @@ def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: st
         front, result = find_designs(trace, out_dir, objectives=chosen, sample=sample, glibc_reference=not no_glibc,
                                      progress=progress, grammar=grammar_obj, weights=weight_values,
                                      population=population, generations=generations, mutation=mutation,
-                                     immigrants=immigrants, operators=operators,
+                                     immigrants=immigrants, operators=operators, screen=screen,
                                      crossover=crossover, seed=seed, resume=resume, cache=cache, threads=threads,
                                      energy=model, runner=runner)
     if result.interrupted:

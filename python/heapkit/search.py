@@ -8,12 +8,15 @@ The presets the grammar can express (KNG, LEA, FIB, S10, ALEA, HKS) are seeded i
 first population, with designs mixing page-segregated small objects and a best-fit heap (by
 size, or by lifetime: the short-lived sizes in an area of their own), and page-segregated
 designs on the class lists fitted to the trace,
-and NSGA-II keeps the non-dominated designs (one design per point of objective space), so
-the front never loses to them. Offspring come from the derivation tree: a subtree swapped
+and NSGA-II keeps the non-dominated designs (one design per point of objective space; the
+front that does not fit the population cut by hypervolume contribution), so the front
+never loses to them. Offspring come from the derivation tree: a subtree swapped
 between parents or redrawn, the rest of the design kept (:func:`subtree_crossover`,
-:func:`subtree_mutation`; ``operators="codon"``: GE's one-point crossover and per-codon
-mutation). Every offspring derives a design not evaluated before (:func:`make_new`), and
-a share of them are random immigrants.
+:func:`subtree_mutation`, or one setting alone: :func:`leaf_mutation`; ``operators="codon"``:
+GE's one-point crossover and per-codon mutation). With ``screen`` > 1 a surrogate model
+(:mod:`heapkit.surrogate`) picks which of several candidates to simulate. Every offspring
+derives a design not evaluated before (:func:`make_new`), and a share of them are random
+immigrants.
 
 Evaluations are simulations (:func:`heapkit.simulate`) on threads, memoised by the
 design's normalised form in an on-disk cache that later runs reuse. A checkpoint after
@@ -44,7 +47,7 @@ from deap import base, tools
 import moocore
 import numpy as np
 
-from heapkit import simulator, timemodel
+from heapkit import simulator, surrogate, timemodel
 from heapkit.dmm import Spec
 from heapkit.grammar import (PRESET_ALTERNATIVES, Grammar, GrammarError, design_from_text, fitted_alternatives,
                              generate_for_trace, mixed_alternatives)
@@ -60,6 +63,22 @@ OPERATORS = ("subtree", "codon")
 INFEASIBLE = 1e30
 # The hypervolume's reference point: twice Kingsley's in every objective.
 REFERENCE = 2.0
+# How many candidates are made for each offspring the search simulates; the surrogate
+# model picks one (docs/search.md, "Screening offspring with a model"). Off (1) by default:
+# on the churn trace, whose footprint is in blocks over 64 KiB that the model's size profile
+# lumps together, screening lost to random sampling by 0.19 and 0.06 where the search
+# without it won.
+SCREEN = 1
+# The surrogate's ridge penalty: its ranking of held-out designs (Spearman's rho, learnt
+# from 24 to 120 designs) was about as good at 1 as at 3, and searches with 1 did better
+# on GCBench (two seeds, the one measure where they differed by more than noise).
+SURROGATE_RIDGE = 1.0
+# How many standard deviations of its prediction the model's value of a candidate is
+# lowered by (optimism where it knows little: heapkit.surrogate.Surrogate.optimistic).
+SURROGATE_CONFIDENCE = 1.0
+# The share of offspring mutated in one setting alone (leaf_mutation) rather than in a
+# whole subtree (subtree_mutation): local steps around the designs selected.
+LOCAL_MUTATION = 0.5
 # Designs needing more steps per operation than this (a long list walked on every free)
 # are abandoned: nothing a search would pick, and they could take hours on a large trace.
 MAX_STEPS_PER_EVENT = 400
@@ -256,6 +275,39 @@ def initial_seeds(grammar: Grammar, population: int, seed_fitted: bool = True) -
     return seeds[:population]
 
 
+def truncate_by_contribution(individuals: list, k: int, baseline: Sequence[float]) -> list:
+    """``k`` of ``individuals`` (DEAP individuals with minimised fitnesses): NSGA-II's fronts
+    in order while they fit; of the front that does not, the designs adding most to the
+    hypervolume (objectives over ``baseline``'s, reference REFERENCE in each: the box under
+    twice Kingsley's, the search's measure), by dropping the one adding least until the
+    rest fit (SMS-EMOA's selection; Beume, Naujoks and Emmerich). A design beyond the box
+    adds nothing and goes first, the farthest first, however extreme: NSGA-II's crowding
+    distance keeps a front's extremes (a region at 4x Kingsley's footprint and the least
+    energy) and breeds from them forever, and in three objectives spreads the rest poorly.
+    The chosen get NSGA-II's crowding distances for the parents' tournament."""
+    base = np.maximum(np.asarray(baseline, dtype=np.float64), 1e-12)
+    chosen: list = []
+    for front in tools.sortNondominated(individuals, min(k, len(individuals))):
+        if len(chosen) + len(front) <= k:
+            chosen += front
+            continue
+        front = list(front)
+        while len(front) > k - len(chosen):
+            points = np.array([i.fitness.values for i in front]) / base
+            inside = (points < REFERENCE).all(axis=1)
+            gains = np.zeros(len(front))
+            if inside.any():
+                gains[inside] = moocore.hv_contributions(points[inside], ref=[REFERENCE] * len(base))
+            # The least gain goes; among designs adding nothing, the farthest beyond the box.
+            drop = min(range(len(front)), key=lambda i: (gains[i], -float(points[i].max())))
+            front.pop(drop)
+        chosen += front
+        break
+    for front in tools.sortNondominated(chosen, len(chosen)):
+        tools.emo.assignCrowdingDist(front)
+    return chosen
+
+
 def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
     return all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
 
@@ -292,7 +344,8 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
            energy: dict | None = None, genome_length: tuple[int, int] = (16, 48),
            progress: Progress | None = None, runner: Optional[Callable[[list[Spec]], list[dict]]] = None,
            diverse: bool = True, seed_fitted: bool = True, immigrants: float = 0.25,
-           operators: str = "subtree", unique_points: bool = True) -> SearchResult:
+           operators: str = "subtree", unique_points: bool = True, screen: int = SCREEN,
+           hv_selection: bool = True) -> SearchResult:
     """Grammatical evolution of DMM designs for ``trace``; writes ``out_dir/checkpoint.pkl``
     after each generation and returns the front (see the module's docstring). With
     ``diverse`` (the default), every genome of the first population and every offspring
@@ -301,7 +354,11 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
     page-segregated designs with the class lists fitted to the trace (up to half of it);
     ``immigrants``: the share of each generation's offspring replaced by random genomes;
     ``operators``: OPERATORS; with ``unique_points`` (the default), NSGA-II selects one
-    design per point of objective space before any copy."""
+    design per point of objective space before any copy; ``screen``: how many candidates
+    are made for each offspring, of which the surrogate model (:mod:`heapkit.surrogate`)
+    picks the one to simulate (1: every offspring simulated as made); with ``hv_selection`` (the
+    default), the last front to fit is cut by hypervolume contribution, not crowding
+    distance (:func:`truncate_by_contribution`)."""
     import time
 
     objectives = tuple(objectives)
@@ -312,6 +369,8 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
         raise ValueError(f"{len(weights)} weights for {len(objectives)} objectives")
     if operators not in OPERATORS:
         raise ValueError(f"unknown operators '{operators}' (any of {', '.join(OPERATORS)})")
+    if screen < 1:
+        raise ValueError("screen must be at least 1 (one candidate per offspring: no screening)")
     if population < 4 or generations < 1:
         raise ValueError("a search needs a population of at least 4 and at least one generation")
     out = Path(out_dir)
@@ -322,6 +381,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
     store = EvaluationCache(cache or default_cache_path())
     evaluator = Evaluator(trace, store, energy=energy, threads=threads, runner=runner)
     started = time.monotonic()
+    model = surrogate.Surrogate(surrogate.SizeProfile.of_trace(trace), ridge=SURROGATE_RIDGE) if screen > 1 else None
 
     from heapkit.dmm import preset
 
@@ -369,7 +429,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
     if resume and checkpoint_path.exists():
         with open(checkpoint_path, "rb") as f:
             state = pickle.load(f)
-        if state["settings"] != _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants, operators, unique_points):
+        if state["settings"] != _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants, operators, unique_points, screen, hv_selection):
             raise ValueError(f"{checkpoint_path} is of a search with other settings: start afresh without --resume")
         rng = random.Random()
         rng.setstate(state["rng"])
@@ -408,45 +468,94 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
             for individual in individuals:
                 (copies if individual.fitness.values in points else firsts).append(individual)
                 points.add(individual.fitness.values)
-            chosen = tools.selNSGA2(firsts, min(k, len(firsts)))
+            chosen = (truncate_by_contribution(firsts, k, [baseline.objective(o) for o in objectives]) if hv_selection
+                      else tools.selNSGA2(firsts, min(k, len(firsts))))
             for copy in copies[:k - len(chosen)]:
                 copy.fitness.crowding_dist = 0.0
                 chosen.append(copy)
             return chosen
         return sorted(individuals, key=lambda i: i.fitness.values[0])[:k]  # elitist (mu + lambda)
 
+    def breed(pop: list, with_immigrants: bool = True) -> list:
+        """One offspring per member of the population: tournament, variation, immigrants
+        (marked as such)."""
+        with _seeded(rng):  # every draw, DEAP's included, from the search's generator
+            parents = tools.selTournamentDCD(pop, population) if weights is None and population % 4 == 0 \
+                else [random.choice(pop) for _ in range(population)]
+            offspring = [_make(fitness_class, list(p)) for p in parents]
+            if operators == "subtree":
+                for a, b in zip(offspring[::2], offspring[1::2]):
+                    if random.random() < crossover:
+                        subtree_crossover(grammar, a, b, random)
+                for individual in offspring:
+                    if random.random() < LOCAL_MUTATION:
+                        leaf_mutation(grammar, individual, random)
+                    else:
+                        subtree_mutation(grammar, individual, random)
+            else:
+                for a, b in zip(offspring[::2], offspring[1::2]):
+                    if random.random() < crossover and len(a) > 1 and len(b) > 1:
+                        tools.cxOnePoint(a, b)
+                for individual in offspring:
+                    tools.mutUniformInt(individual, 0, 255, indpb=mutation)
+            # Random immigrants: a share of the offspring replaced by fresh random genomes.
+            for index in range(len(offspring)):
+                if with_immigrants and immigrants and random.random() < immigrants:
+                    offspring[index] = _make(fitness_class, [random.randrange(256)
+                                                             for _ in range(random.randint(*genome_length))])
+                    offspring[index].immigrant = True
+        return offspring
+
+    def screened(pools: list[list]) -> list:
+        """For each offspring slot, the candidate whose objectives the surrogate
+        (heapkit.surrogate, fitted to every design simulated so far) predicts add most to
+        the front's hypervolume, counting the candidates already picked (so that the picks
+        spread along the front), or that come nearest to adding to it; a candidate deriving
+        no valid design only when every one of its slot does. A random immigrant is kept
+        as drawn: the model knows only what was simulated, and would otherwise turn away
+        every mechanism it has seen little of (on GCBench, a region for the small sizes,
+        which no early design had tried)."""
+        known = [d for d in list(archive.values()) + list(preset_designs.values()) if d.objective(objectives[0]) < INFEASIBLE]
+        base = [max(baseline.objective(o), 1e-12) for o in objectives]
+        model.fit([d.spec for d in known], np.array([[d.objective(o) / b for o, b in zip(objectives, base)] for d in known]))
+        front = non_dominated(list(archive.values()) + _front_presets(preset_designs, heap_per_thread), objectives)
+        points = np.array([[d.objective(o) / b for o, b in zip(objectives, base)] for d in front]).reshape(-1, len(objectives))
+        chosen = []
+        for candidates in zip(*pools):
+            if getattr(candidates[0], "immigrant", False):
+                chosen.append(candidates[0])
+                continue
+            specs = [_design_of(grammar, c) for c in candidates]
+            valid = [i for i, spec in enumerate(specs) if spec is not None]
+            if not valid:
+                chosen.append(candidates[0])
+                continue
+            predicted = model.optimistic([specs[i] for i in valid], SURROGATE_CONFIDENCE)
+            if weights is not None:
+                best = int(np.argmin(predicted @ np.asarray(weights, dtype=np.float64)))
+            else:
+                volume = surrogate.hypervolume(points, REFERENCE)
+                best = int(np.argmax([surrogate.promise(p, points, volume, REFERENCE) for p in predicted]))
+                points = np.vstack([points, predicted[best]])
+            chosen.append(candidates[valid[best]])
+        return chosen
+
     interrupted = False
     try:
         while generation < generations:
             pop = select(pop, population)
-            with _seeded(rng):  # every draw, DEAP's included, from the search's generator
-                parents = tools.selTournamentDCD(pop, population) if weights is None and population % 4 == 0 \
-                    else [random.choice(pop) for _ in range(population)]
-                offspring = [_make(fitness_class, list(p)) for p in parents]
-                if operators == "subtree":
-                    for a, b in zip(offspring[::2], offspring[1::2]):
-                        if random.random() < crossover:
-                            subtree_crossover(grammar, a, b, random)
-                    for individual in offspring:
-                        subtree_mutation(grammar, individual, random)
-                else:
-                    for a, b in zip(offspring[::2], offspring[1::2]):
-                        if random.random() < crossover and len(a) > 1 and len(b) > 1:
-                            tools.cxOnePoint(a, b)
-                    for individual in offspring:
-                        tools.mutUniformInt(individual, 0, 255, indpb=mutation)
-                # Random immigrants: a share of the offspring replaced by fresh random genomes.
-                for index in range(len(offspring)):
-                    if immigrants and random.random() < immigrants:
-                        offspring[index] = _make(fitness_class, [random.randrange(256)
-                                                                 for _ in range(random.randint(*genome_length))])
+            # With screening, `screen` candidates for each offspring, made alike (the same
+            # operators, immigrants in the same share); the model picks one of each.
+            pools = [breed(pop)] + [breed(pop, with_immigrants=False) for _ in range(screen - 1)]
             if diverse:
                 # An offspring whose design the search has already evaluated (or another
                 # offspring of this generation derives) would cost an evaluation and teach
                 # nothing: mutated further until its design is new.
                 seen = set(archive) | set(preset_names)
-                for individual in offspring:
-                    make_new(grammar, individual, seen, rng)
+                for pool in pools:
+                    for individual in pool:
+                        make_new(grammar, individual, seen, rng)
+            offspring = pools[0] if len(pools) == 1 else screened(pools)
             evaluate_population(offspring)
             pop = pop + offspring
             generation += 1
@@ -458,7 +567,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
                             "individuals": individuals_evaluated, "distinct": len(archive),
                             "seconds": time.monotonic() - started})
             with open(checkpoint_path.with_suffix(".tmp"), "wb") as f:
-                pickle.dump({"settings": _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants, operators, unique_points),
+                pickle.dump({"settings": _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants, operators, unique_points, screen, hv_selection),
                              "rng": rng.getstate(), "generation": generation, "history": history,
                              "population": [list(i) for i in pop],
                              "archive": [(d.spec.normalized, d.spec.name, d.metrics, d.genome) for d in archive.values()],
@@ -477,6 +586,35 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
                         cache_hits=evaluator.cache_hits, seconds=time.monotonic() - started, interrupted=interrupted,
                         individuals=individuals_evaluated, distinct=len(archive), evaluated=list(archive.values()),
                         heap_per_thread=heap_per_thread)
+
+
+def random_sample(trace: str | Path, count: int, *, seed: int = 1, presets: Sequence[Design] = (),
+                  objectives: Sequence[str] = DEFAULT_OBJECTIVES, population: int = 0,
+                  cache: str | Path | None = None, grammar: Grammar | None = None,
+                  threads: int | None = None) -> list[Design]:
+    """The baseline a search must beat: the front of ``count`` distinct valid designs, none
+    a preset, and of ``presets``. With ``population``, the designs a search's first
+    population starts from come first (:func:`initial_seeds`: the mixed and fitted
+    page-segregated seeds), so that both start alike; then random genomes through the
+    same grammar, uniformly (docs/search.md, "Does the search beat random sampling?")."""
+    grammar = grammar or generate_for_trace(trace)
+    rng = random.Random(seed)
+    specs, seen = [], {p.spec.key for p in presets}
+    for genome in initial_seeds(grammar, population) if population else []:
+        spec = _design_of(grammar, genome)
+        if spec is not None and spec.key not in seen and len(specs) < count:
+            seen.add(spec.key)
+            specs.append(spec)
+    while len(specs) < count:
+        spec = _design_of(grammar, [rng.randrange(256) for _ in range(rng.randint(16, 48))])
+        if spec is not None and spec.key not in seen:
+            seen.add(spec.key)
+            specs.append(spec)
+    store = EvaluationCache(cache or default_cache_path())
+    evaluator = Evaluator(trace, store, threads=threads)
+    designs = [Design(s, m) for s, m in zip(specs, evaluator.evaluate(specs))]
+    store.close()
+    return non_dominated(designs + list(presets), objectives)
 
 
 def confirm(result: SearchResult, trace: str | Path, objectives: Sequence[str], *, cache: str | Path | None = None,
@@ -607,6 +745,24 @@ def subtree_mutation(grammar: Grammar, genome: list[int], rng: random.Random) ->
     genome[:] = genome[:start] + block + genome[end:]
 
 
+def leaf_mutation(grammar: Grammar, genome: list[int], rng: random.Random) -> None:
+    """Another value for one setting of the design: another alternative at one choice whose
+    alternatives are all literal (a bound, a header, a chunk size, a class list, a fit, a
+    policy's value), the rest of the design unchanged: a step to a neighbour in the design's
+    parameter vector, where :func:`subtree_mutation` may redraw a whole part. When the
+    derivation wraps or makes no such choice, :func:`subtree_mutation`."""
+    tree = grammar.subtrees(genome)
+    leaves = [n for n in tree or [] if len(grammar.rules[n[0]]) > 1 and n[2] - n[1] == 1
+              and not any(item.startswith("<") for alternative in grammar.rules[n[0]] for item in alternative)]
+    if not leaves:
+        subtree_mutation(grammar, genome, rng)
+        return
+    symbol, start, _ = leaves[rng.randrange(len(leaves))]
+    count = len(grammar.rules[symbol])
+    old = genome[start] % count
+    genome[start] = (old + 1 + rng.randrange(count - 1)) % count + count * rng.randrange(256 // count)
+
+
 def choice_crossover(grammar: Grammar, a: list[int], b: list[int], rng: random.Random) -> None:
     """One-point crossover with the cut among the codons both derivations read: the head
     of one parent's choices with the tail of the other's. (A cut beyond the codons a
@@ -638,19 +794,20 @@ def _make(fitness_class, genome: Sequence[int]) -> _Individual:
     individual = _Individual(genome)
     individual.fitness = fitness_class()
     individual.spec = None
+    individual.immigrant = False
     return individual
 
 
 def _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse=True,
-              seed_fitted=True, immigrants=0.0, operators="codon", unique_points=False) -> dict:
+              seed_fitted=True, immigrants=0.0, operators="codon", unique_points=False, screen=1, hv_selection=False) -> dict:
     return {"objectives": list(objectives), "weights": list(weights) if weights else None, "population": population,
             "mutation": mutation, "crossover": crossover, "seed": seed, "diverse": diverse, "seed_fitted": seed_fitted,
             "immigrants": immigrants, "operators": operators,
-            "unique_points": unique_points,
+            "unique_points": unique_points, "screen": screen, "hv_selection": hv_selection,
             "grammar": hashlib.sha256(grammar.to_text().encode()).hexdigest()}
 
 
 __all__ = ["DEFAULT_OBJECTIVES", "Design", "EvaluationCache", "Evaluator", "OBJECTIVES", "OPERATORS", "REFERENCE",
            "SearchResult", "choice_crossover", "choice_mutation", "confirm", "default_cache_path", "dominates",
-           "hypervolume", "make_new", "non_dominated", "search", "seed_genomes", "subtree_crossover",
+           "hypervolume", "make_new", "non_dominated", "leaf_mutation", "random_sample", "search", "truncate_by_contribution", "seed_genomes", "subtree_crossover",
            "subtree_mutation", "write_front"]
