@@ -18,6 +18,6 @@ constexpr std::size_t classToSize(std::size_t sizeClass) { return (sizeClass + 1
 
 using MyHeap = heapkit::LockedHeap<
     heapkit::SpinLock,
-    heapkit::StrictSegHeap<kClasses, sizeToClass, classToSize, heapkit::FreelistHeap, heapkit::LeaHeap<>>>;
+    heapkit::StrictSegHeap<heapkit::FunctionBins<kClasses, sizeToClass, classToSize>, heapkit::FreelistHeap, heapkit::LeaHeap<>>>;
 
 }  // namespace example

@@ -38,10 +38,9 @@ std::string typeExpression() {
 
 // The compositions as the general heaps spell them; the static_asserts prove these are
 // exactly what KingsleyHeap and LeaCoreHeap are made of.
-using KingsleyExpression = StrictSegHeap<kingsley::kNumBins, kingsley::sizeToClass, kingsley::classToSize, FreelistHeap,
-                                         SizeHeap<ChunkHeap<kingsley::kChunkBytes, MmapHeap>>>;
+using KingsleyExpression = StrictSegHeap<kingsley::Classes, FreelistHeap, SizeHeap<ChunkHeap<kingsley::kChunkBytes, MmapHeap>>>;
 using LeaExpression = QuickListHeap<lea::kQuickMaxBytes,
-                                    CoalesceHeap<SegHeap<lea::kNumBins, lea::sizeToClass, lea::classToMaxSize, lea::Bin,
+                                    CoalesceHeap<SegHeap<lea::Classes, lea::Bin,
                                                          CoalesceableHeap<lea::kRegionBytes, ThresholdHeap<lea::kTrimThreshold, MmapHeap>>>>>;
 static_assert(std::is_base_of_v<KingsleyExpression, KingsleyHeap<MmapHeap>>);
 static_assert(std::is_base_of_v<LeaExpression, LeaCoreHeap<MmapHeap>>);

@@ -25,8 +25,8 @@ using OverFailingTop = ::testing::Types<
     SizeHeap<FailingTop>, FreelistHeap<SizeHeap<FailingTop>>, BoundedFreelistHeap<4, SizeHeap<FailingTop>>,
     ChunkHeap<4096, FailingTop>, AdaptHeap<SLList, SizeHeap<FailingTop>>, CoalesceableHeap<4096, FailingTop>,
     CoalesceHeap<AdaptHeap<DLList, CoalesceableHeap<4096, FailingTop>>>,
-    StrictSegHeap<kingsley::kNumBins, kingsley::sizeToClass, kingsley::classToSize, FreelistHeap, SizeHeap<FailingTop>>,
-    SegHeap<kingsley::kNumBins, kingsley::sizeToClassUnbounded, kingsley::classToMaxSizeUnbounded, DLListBin, SizeHeap<FailingTop>>,
+    StrictSegHeap<kingsley::Classes, FreelistHeap, SizeHeap<FailingTop>>,
+    SegHeap<kingsley::UnboundedClasses, DLListBin, SizeHeap<FailingTop>>,
     ThresholdHeap<4096, SizeHeap<FailingTop>>, QuickListHeap<128, SizeHeap<FailingTop>>, DebugHeap<4, SizeHeap<FailingTop>>,
     ProfileHeap<SizeHeap<FailingTop>>, KingsleyHeap<FailingTop>, CoalescingKingsleyHeap<FailingTop>, LeaCoreHeap<FailingTop>,
     AdaptiveThresholdHeap<4096, SizeHeap<FailingTop>>, AdaptiveLeaCoreHeap<FailingTop>>;
@@ -288,7 +288,7 @@ using OneObjectBin = BoundedFreelistHeap<1, Parent>;
 // A bin with no pointer of its own still reaches the big heap: a full bounded bin hands
 // the object back, and a bin being destroyed hands back what it cached.
 TEST(StrictSegHeap, BinsHandObjectsBackToTheBigHeap) {
-  using Heap = StrictSegHeap<kingsley::kNumBins, kingsley::sizeToClass, kingsley::classToSize, OneObjectBin, SizeHeap<AuditedTop>>;
+  using Heap = StrictSegHeap<kingsley::Classes, OneObjectBin, SizeHeap<AuditedTop>>;
   std::size_t leftoverBefore = TeardownAudit::leftoverBytes;
   {
     Heap heap;

@@ -68,9 +68,9 @@ using Cases = ::testing::Types<
     NoReuseCase<FreelistHeap<SizeHeap<ChunkHeap<64 * 1024, Top>>>>, Case<AdaptHeap<SLList, SizeHeap<Top>>>,
     Case<AdaptHeap<DLList, SizeHeap<Top>>>, Case<CoalesceHeap<AdaptHeap<DLList, CoalesceableHeap<64 * 1024, Top>>>>,
     // combining
-    Case<SegHeap<kingsley::kNumBins, kingsley::sizeToClassUnbounded, kingsley::classToMaxSizeUnbounded, SLListBin, SizeHeap<Top>>>,
-    Case<StrictSegHeap<kingsley::kNumBins, kingsley::sizeToClass, kingsley::classToSize, FreelistHeap, SizeHeap<Top>>>,
-    Case<StrictSegHeap<kingsley::kNumBins, kingsley::sizeToClass, kingsley::classToSize, BoundedBin, SizeHeap<Top>>>,
+    Case<SegHeap<kingsley::UnboundedClasses, SLListBin, SizeHeap<Top>>>,
+    Case<StrictSegHeap<kingsley::Classes, FreelistHeap, SizeHeap<Top>>>,
+    Case<StrictSegHeap<kingsley::Classes, BoundedBin, SizeHeap<Top>>>,
     Case<HybridHeap<512, SizeHeap<Top>, SizeHeap<MallocHeap>>>, Case<SelectMmapHeap<4096, SizeHeap<Top>>>,
     Case<ThresholdHeap<1 << 20, SizeHeap<Top>>>, Case<QuickListHeap<128, SizeHeap<Top>>>,
     Case<AdaptiveThresholdHeap<1 << 20, SizeHeap<Top>>>, Case<AdaptiveSelectMmapHeap<SizeHeap<Top>, SizeHeap<MallocHeap>, 4096, 1 << 18>>,

@@ -1,8 +1,9 @@
-// SegHeap: segregated fits. Freed objects go to one of NumBins little heaps by size
-// class; malloc searches its own class first (first fit inside it) and then the next
-// non-empty classes, whose objects are all big enough, before asking the big heap.
-// Size classes are ranges: class c holds usable sizes in (ClassToMaxSize(c-1),
-// ClassToMaxSize(c)]. Sizes above the last class go straight to the big heap.
+// SegHeap: segregated fits. Freed objects go to one of the little heaps by size class
+// (a bin policy, combining/Bins.h, by type or by value); malloc searches its own class
+// first (first fit inside it) and then the next non-empty classes, whose objects are all
+// big enough, before asking the big heap. Class c holds usable sizes in
+// (Bins::boundOf(c-1), Bins::boundOf(c)]. Sizes above the last class go straight to the
+// big heap.
 //
 // Bins never refill themselves: a bin's parent returns nullptr, and SegHeap decides
 // where to look next. Their cached objects go back to the big heap when it is destroyed.
@@ -10,6 +11,7 @@
 
 #include <cstddef>
 
+#include "heapkit/combining/Bins.h"
 #include "heapkit/combining/SizeClassBitmap.h"
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
@@ -17,9 +19,10 @@
 
 namespace heapkit {
 
-template <std::size_t NumBins, std::size_t (*SizeToClass)(std::size_t), std::size_t (*ClassToMaxSize)(std::size_t),
-          template <class> class LittleHeap, SizedHeap BigHeap>
+template <BinPolicy Bins, template <class> class LittleHeap, SizedHeap BigHeap>
 class SegHeap : public BigHeap {
+  static constexpr std::size_t NumBins = Bins::kMaxBins;
+
  public:
   // The parent of every bin: a miss stays a miss; returned objects go to the big heap.
   class BinParent {
@@ -41,8 +44,14 @@ class SegHeap : public BigHeap {
   using Bin = LittleHeap<BinParent>;
   static_assert(SizedHeap<Bin>, "a SegHeap bin must be a sized heap over its parent");
 
+  // Bins by type take no argument; bins by value come first.
   template <class... Args>
+    requires(!startsWithBins<Bins, Args...>)
   explicit SegHeap(Args&&... args) : BigHeap(static_cast<Args&&>(args)...) {
+    for (Bin& bin : bins_) bin.attachParent(this);
+  }
+  template <class... Args>
+  explicit SegHeap(const Bins& sizeBins, Args&&... args) : BigHeap(static_cast<Args&&>(args)...), sizeBins_(sizeBins) {
     for (Bin& bin : bins_) bin.attachParent(this);
   }
 
@@ -53,11 +62,10 @@ class SegHeap : public BigHeap {
 
   // Only from the bins: nullptr when no cached object fits.
   void* mallocCached(std::size_t size) {
-    std::size_t sizeClass = SizeToClass(size);
+    std::size_t sizeClass = sizeBins_.binOf(size);
     countStep(*this);  // the class lookup
-    if (sizeClass >= NumBins) return nullptr;
-    for (std::size_t bin = nonEmpty_.firstAtOrAbove(*this, sizeClass); bin != nonEmpty_.kNone;
-         bin = nonEmpty_.firstAtOrAbove(*this, bin + 1)) {
+    if (sizeClass >= sizeBins_.count()) return nullptr;
+    for (std::size_t bin = firstNonEmpty(sizeClass); bin != nonEmpty_.kNone; bin = firstNonEmpty(bin + 1)) {
       countStep(*this);  // a bin probed, found through the bitmap
       void* object = bins_[bin].malloc(size);
       // Neighbours may have been unlinked behind the bin's back (coalescing), so the
@@ -70,9 +78,9 @@ class SegHeap : public BigHeap {
 
   void free(void* object) {
     if (object == nullptr) return;
-    std::size_t sizeClass = SizeToClass(sizeword::sizeFrom(*this, static_cast<const BigHeap&>(*this), object));
+    std::size_t sizeClass = sizeBins_.binOf(sizeword::sizeFrom(*this, static_cast<const BigHeap&>(*this), object));
     countStep(*this);  // the class lookup
-    if (sizeClass >= NumBins) {
+    if (sizeClass >= sizeBins_.count()) {
       BigHeap::free(object);
       return;
     }
@@ -81,8 +89,16 @@ class SegHeap : public BigHeap {
   }
 
  private:
+  // Bins by type use every one of their NumBins (the shipped heaps' search, unchanged);
+  // bins by value may use fewer.
+  std::size_t firstNonEmpty(std::size_t bin) {
+    if constexpr (BinsByType<Bins>) return nonEmpty_.firstAtOrAbove(*this, bin);
+    else return nonEmpty_.firstAtOrAbove(*this, bin, sizeBins_.count());
+  }
+
   Bin bins_[NumBins];
   SizeClassBitmap<NumBins> nonEmpty_;
+  [[no_unique_address]] Bins sizeBins_;
 };
 
 }  // namespace heapkit

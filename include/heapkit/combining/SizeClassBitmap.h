@@ -42,6 +42,20 @@ class SizeClassBitmap {
     }
     return word * 64 + static_cast<std::size_t>(std::countr_zero(bits));
   }
+  // The same among the first `count` bins only (bins set by value may use fewer than
+  // NumBins: the words past them are not scanned, so they cost no step).
+  template <class H>
+  std::size_t firstAtOrAbove(H& heap, std::size_t bin, std::size_t count) const {
+    if (bin >= count) return kNone;
+    std::size_t word = bin / 64, words = (count + 63) / 64;
+    std::uint64_t bits = loadMetadata(heap, words_[word]) & (~std::uint64_t{0} << (bin % 64));
+    while (bits == 0) {
+      if (++word == words) return kNone;
+      countStep(heap);
+      bits = loadMetadata(heap, words_[word]);
+    }
+    return word * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+  }
 
  private:
   static constexpr std::size_t kWords = (NumBins + 63) / 64;

@@ -1,5 +1,7 @@
 // StrictSegHeap: strict segregated fits. Every request is rounded up to its size class
-// and served by that class's little heap, or, when the little heap has nothing cached,
+// (a bin policy, combining/Bins.h, by type or by value: class c serves sizes up to
+// Bins::boundOf(c), so every bound is finite; larger sizes go to the big heap) and
+// served by that class's little heap, or, when the little heap has nothing cached,
 // by the big heap; a freed object goes back to the class it can fully serve. Nothing is
 // split or merged.
 //
@@ -14,6 +16,7 @@
 
 #include <cstddef>
 
+#include "heapkit/combining/Bins.h"
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/Hardening.h"
 #include "heapkit/core/HeapContract.h"
@@ -21,9 +24,9 @@
 
 namespace heapkit {
 
-template <std::size_t NumBins, std::size_t (*SizeToClass)(std::size_t), std::size_t (*ClassToSize)(std::size_t),
-          template <class> class LittleHeap, SizedHeap BigHeap>
+template <BinPolicy Bins, template <class> class LittleHeap, SizedHeap BigHeap>
 class StrictSegHeap : public BigHeap {
+  static constexpr std::size_t NumBins = Bins::kMaxBins;
   struct BinSlots;
 
  public:
@@ -53,16 +56,23 @@ class StrictSegHeap : public BigHeap {
   using Bin = LittleHeap<BinParent>;
   static_assert(Heap<Bin>, "a StrictSegHeap bin must be a heap over its parent");
 
+  // Bins by type take no argument; bins by value come first.
   template <class... Args>
+    requires(!startsWithBins<Bins, Args...>)
   explicit StrictSegHeap(Args&&... args) : BigHeap(static_cast<Args&&>(args)...) {
+    for (ParentSlot& slot : slots_.parents) slot.parent = this;
+  }
+  template <class... Args>
+  explicit StrictSegHeap(const Bins& sizeBins, Args&&... args)
+      : BigHeap(static_cast<Args&&>(args)...), sizeBins_(sizeBins) {
     for (ParentSlot& slot : slots_.parents) slot.parent = this;
   }
 
   void* malloc(std::size_t size) {
-    std::size_t sizeClass = SizeToClass(size);
+    std::size_t sizeClass = sizeBins_.binOf(size);
     countStep(*this);  // the class lookup
-    if (sizeClass >= NumBins) return BigHeap::malloc(size);
-    std::size_t classSize = ClassToSize(sizeClass);
+    if (sizeClass >= sizeBins_.count()) return BigHeap::malloc(size);
+    std::size_t classSize = sizeBins_.boundOf(sizeClass);
     if (void* object = slots_.bins[sizeClass].malloc(classSize)) return object;
     return BigHeap::malloc(classSize);
   }
@@ -70,17 +80,17 @@ class StrictSegHeap : public BigHeap {
   void free(void* object) {
     if (object == nullptr) return;
     std::size_t size = sizeword::sizeFrom(*this, static_cast<const BigHeap&>(*this), object);
-    std::size_t sizeClass = SizeToClass(size);
+    std::size_t sizeClass = sizeBins_.binOf(size);
     countStep(*this);  // the class lookup
     // An object bigger than asked for belongs to the largest class it can fully serve.
-    if (sizeClass < NumBins && ClassToSize(sizeClass) > size) {
+    if (sizeClass < sizeBins_.count() && sizeBins_.boundOf(sizeClass) > size) {
       if (sizeClass == 0) {
         BigHeap::free(object);
         return;
       }
       --sizeClass;
     }
-    if (sizeClass >= NumBins) BigHeap::free(object);
+    if (sizeClass >= sizeBins_.count()) BigHeap::free(object);
     else slots_.bins[sizeClass].free(object);
   }
 
@@ -106,6 +116,7 @@ class StrictSegHeap : public BigHeap {
   };
 
   BinSlots slots_;
+  [[no_unique_address]] Bins sizeBins_;
 };
 
 }  // namespace heapkit

@@ -27,16 +27,17 @@ constexpr std::size_t sizeToClassUnbounded(std::size_t size) {
 constexpr std::size_t classToMaxSizeUnbounded(std::size_t sizeClass) {
   return sizeClass + 1 < kNumBins ? classToSize(sizeClass) : SIZE_MAX;
 }
+using UnboundedClasses = FunctionBins<kNumBins, sizeToClassUnbounded, classToMaxSizeUnbounded>;
 template <class Parent>
 using DLListBin = AdaptHeap<DLList, Parent>;
 }  // namespace kingsley
 
 template <Heap Top = MmapHeap>
 class CoalescingKingsleyHeap
-    : public CoalesceHeap<SegHeap<kingsley::kNumBins, kingsley::sizeToClassUnbounded, kingsley::classToMaxSizeUnbounded,
-                                  kingsley::DLListBin, CoalesceableHeap<kingsley::kChunkBytes, Top>>> {
-  using Base = CoalesceHeap<SegHeap<kingsley::kNumBins, kingsley::sizeToClassUnbounded, kingsley::classToMaxSizeUnbounded,
-                                    kingsley::DLListBin, CoalesceableHeap<kingsley::kChunkBytes, Top>>>;
+    : public CoalesceHeap<
+          SegHeap<kingsley::UnboundedClasses, kingsley::DLListBin, CoalesceableHeap<kingsley::kChunkBytes, Top>>> {
+  using Base =
+      CoalesceHeap<SegHeap<kingsley::UnboundedClasses, kingsley::DLListBin, CoalesceableHeap<kingsley::kChunkBytes, Top>>>;
 
  public:
   using Base::Base;

@@ -3,7 +3,7 @@
 // returned to the OS before the heap is destroyed. Fast, at the price of up to 2x
 // internal fragmentation.
 //
-//   StrictSegHeap<29 classes, FreelistHeap per class,
+//   StrictSegHeap<29 classes (kingsley::Classes), FreelistHeap per class,
 //                 SizeHeap<ChunkHeap<64 KiB, Top>>>
 #pragma once
 
@@ -31,13 +31,14 @@ constexpr std::size_t sizeToClass(std::size_t size) {
 constexpr std::size_t classToSize(std::size_t sizeClass) { return std::size_t{16} << sizeClass; }
 
 static_assert(sizeToClass(16) == 0 && sizeToClass(17) == 1 && sizeToClass(32) == 1 && classToSize(28) == (std::size_t{1} << 32));
+
+using Classes = FunctionBins<kNumBins, sizeToClass, classToSize>;
 }  // namespace kingsley
 
 template <Heap Top = MmapHeap>
-class KingsleyHeap : public StrictSegHeap<kingsley::kNumBins, kingsley::sizeToClass, kingsley::classToSize, FreelistHeap,
-                                          SizeHeap<ChunkHeap<kingsley::kChunkBytes, Top>>> {
-  using Base = StrictSegHeap<kingsley::kNumBins, kingsley::sizeToClass, kingsley::classToSize, FreelistHeap,
-                             SizeHeap<ChunkHeap<kingsley::kChunkBytes, Top>>>;
+class KingsleyHeap
+    : public StrictSegHeap<kingsley::Classes, FreelistHeap, SizeHeap<ChunkHeap<kingsley::kChunkBytes, Top>>> {
+  using Base = StrictSegHeap<kingsley::Classes, FreelistHeap, SizeHeap<ChunkHeap<kingsley::kChunkBytes, Top>>>;
 
  public:
   using Base::Base;

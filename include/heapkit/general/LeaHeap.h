@@ -62,6 +62,8 @@ constexpr std::size_t classToMaxSize(std::size_t sizeClass) {
 static_assert(sizeToClass(1024) == 64 && sizeToClass(1025) == 65 && classToMaxSize(65) == 1280 &&
               sizeToClass(2048) == 68 && classToMaxSize(68) == 2048 && sizeToClass(2049) == 69);
 
+using Classes = FunctionBins<kNumBins, sizeToClass, classToMaxSize>;
+
 template <class Parent>
 using Bin = AdaptHeap<DLList, Parent>;
 }  // namespace lea
@@ -70,7 +72,7 @@ using Bin = AdaptHeap<DLList, Parent>;
 // of blocks with boundary tags: CoalesceableHeap's regions here, a reap's chunks in
 // special/ReapHeap.h.
 template <SizedHeap BoundaryTagHeap>
-using LeaCoalescingHeap = CoalesceHeap<SegHeap<lea::kNumBins, lea::sizeToClass, lea::classToMaxSize, lea::Bin, BoundaryTagHeap>>;
+using LeaCoalescingHeap = CoalesceHeap<SegHeap<lea::Classes, lea::Bin, BoundaryTagHeap>>;
 
 // Everything but the mmap path: usable on its own over a StaticHeap or SbrkHeap. TrimHeap
 // keeps wholly free regions before they go back to Top: dlmalloc's fixed trim threshold

@@ -28,6 +28,8 @@
 // space back to it. A chunk that is wholly free again goes back to the parent when the
 // design trims. A request larger than a quarter of a chunk gets a chunk of its own.
 //
+// The classes are combining/Bins.h's bin policy by value (SegHeap's and StrictSegHeap's
+// policy), made from the configuration's bounds, or one bin per 16 bytes for exact fits.
 // The free lists are building/FreeList.h's, one per class, in the configuration's
 // structure, order and fit (its `structure`, `order` and `fit` are the list policy).
 //
@@ -48,6 +50,7 @@
 
 #include "heapkit/building/DLList.h"
 #include "heapkit/building/FreeList.h"
+#include "heapkit/combining/Bins.h"
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
 #include "heapkit/core/SizeWord.h"
@@ -149,8 +152,11 @@ class SegregatedFitHeap : public Super {
 
   template <class... Args>
   explicit SegregatedFitHeap(const Config& config, Args&&... args)
-      : Super(static_cast<Args&&>(args)...), config_(config), nextChunkBytes_(config.chunkBytes) {
-    listCount_ = config_.classes == SizeClasses::Exact ? config_.exactMaxBytes / 16 + 1 : config_.classCount;
+      : Super(static_cast<Args&&>(args)...),
+        config_(config),
+        bins_(binsOf(config)),
+        nextChunkBytes_(config.chunkBytes) {
+    listCount_ = bins_.count();
     tailCount_ = config_.perClassChunks ? listCount_ : 1;
     // The tables are the allocator's own fixed state, like a bin array inside a heap
     // object: mapped directly, so they cost no malloc (this heap may be the process's).
@@ -474,21 +480,30 @@ class SegregatedFitHeap : public Super {
     }
   }
 
-  // ---- size classes ----------------------------------------------------------------------
+  // ---- size classes (combining/Bins.h) ---------------------------------------------------
+
+  // Exact fits: a bin per 16 bytes; ranges and strict classes: the configuration's bounds.
+  // Either way the last class takes every longer block.
+  static BinTable binsOf(const Config& config) {
+    if (config.classes == SizeClasses::Exact) return BinTable::exact(config.exactMaxBytes);
+    std::size_t bounds[BinTable::kMaxBins];
+    std::size_t count = std::min<std::size_t>(config.classCount, BinTable::kMaxBins);
+    for (std::size_t i = 0; i + 1 < count; ++i) bounds[i] = config.classBounds[i];
+    bounds[count == 0 ? 0 : count - 1] = SIZE_MAX;
+    return BinTable::bounded({bounds, count == 0 ? 1 : count});
+  }
 
   std::size_t listOf(std::size_t length) {
     countStep(*this);  // the class lookup
-    if (config_.classes == SizeClasses::Exact) return std::min(length / 16, listCount_ - 1);
-    const std::size_t* bounds = config_.classBounds;
-    std::size_t count = config_.classCount;
-    return static_cast<std::size_t>(std::lower_bound(bounds, bounds + count - 1, length) - bounds);
+    return bins_.binOf(length);
   }
 
-  // Strict classes give a request its class's whole length (the last class, and exact
-  // classes, round to 16 bytes only).
+  // Strict classes give a request its class's whole length; the last class, and exact
+  // classes (whose bound is the length itself), take it as it is.
   std::size_t roundedLength(std::size_t list, std::size_t length) const {
-    if (config_.classes == SizeClasses::Exact || list + 1 == config_.classCount) return length;
-    return config_.classBounds[list];
+    if (config_.classes == SizeClasses::Exact) return length;
+    std::size_t bound = bins_.boundOf(list);
+    return bound == SIZE_MAX ? length : bound;
   }
 
   // ---- free lists (building/FreeList.h) -------------------------------------------------
@@ -522,6 +537,7 @@ class SegregatedFitHeap : public Super {
   }
 
   [[no_unique_address]] Config config_;
+  BinTable bins_;
   std::size_t nextChunkBytes_;
   std::size_t listCount_ = 0;
   std::size_t tailCount_ = 0;
