@@ -344,11 +344,12 @@ struct alignas(64) Superblock {
   // just now, how many may hold old data. A span's block records where its old data ended
   // (residentEnd, combining/LargeObjectHeap.h): past it its pages were never touched or
   // were purged since, and read as zero. A small object may always hold old data.
-  template <class H>
-  std::size_t bytesToClear(H& heap, const void* pointer, std::size_t bytes) const {
-    if (!(flags(heap) & superblock::kLargeBlock)) return bytes;
+  // Not counted, as calloc's memset is not: the simulator skips both (its memory holds no
+  // data), so a counting heap over real memory counts what the simulator does.
+  std::size_t bytesToClear(const void* pointer, std::size_t bytes) const {
+    if (!(freeFlags.load(std::memory_order_relaxed) & superblock::kLargeBlock)) return bytes;
     auto* p = static_cast<const char*>(pointer);
-    const char* written = loadMetadata(heap, residentEnd);
+    const char* written = residentEnd;
     if (written <= p) return 0;
     auto dirty = static_cast<std::size_t>(written - p);
     return dirty < bytes ? dirty : bytes;
