@@ -547,9 +547,8 @@ std::size_t firstNonZero(const unsigned char* bytes, std::size_t n) {
   return static_cast<std::size_t>(std::find_if(bytes, bytes + n, [](unsigned char b) { return b != 0; }) - bytes);
 }
 
-template <class Config>
-void checkCallocAlwaysZero(std::uint64_t seed) {
-  ANSIWrapper<ScalableHeap<MmapHeap, ScalableSizeClasses, Config>> heap;
+template <class Heap>
+void checkCallocAlwaysZero(std::uint64_t seed, Heap& heap) {
   std::mt19937_64 rng(seed);
   SizeDistribution sizes = mixedSizes();
   std::vector<std::pair<unsigned char*, std::size_t>> live;
@@ -582,8 +581,13 @@ void checkCallocAlwaysZero(std::uint64_t seed) {
 
 TEST(ScalableHeapCalloc, EveryByteReadsZeroWhateverTheSpanHeldBefore) {
   for (std::uint64_t seed : {1u, 2u, 3u}) {
-    checkCallocAlwaysZero<QuickPurge>(seed);
-    checkCallocAlwaysZero<ScalableCoreConfig>(seed + 100);
+    ANSIWrapper<ScalableHeap<MmapHeap, ScalableSizeClasses, QuickPurge>> quick;
+    checkCallocAlwaysZero(seed, quick);
+    ANSIWrapper<ScalableHeap<MmapHeap>> defaults;
+    checkCallocAlwaysZero(seed + 100, defaults);
+    // The single-thread composition (a page_segregated allocator of a DMM design).
+    ANSIWrapper<ScalableCoreHeap<ScalableSizeClasses, MmapHeap>> core(QuickPurge{});
+    checkCallocAlwaysZero(seed + 200, core);
   }
 }
 
