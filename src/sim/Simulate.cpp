@@ -33,11 +33,16 @@ struct alignas(4096) Simulation::State {
         heap(spec.dmm, opts.reserveBytes),
         tracePath(path),
         cacheModel(makeCacheModel(heap, opts)),
-        loop(heap, options.maxSamples, ProgramTouches(cacheModel.get(), opts.touchObjects, &programCounts)) {
+        loop(heap, options.maxSamples,
+             ProgramTouches(cacheModel.get(), opts.touchObjects, &programCounts, &heap, clearedByCalloc)) {
     if (decoder.failed()) throw SimulationError(path + ": " + decoder.error());
     if (heap.arena().reservedBytes() == 0)
       throw SimulationError("cannot reserve " + std::to_string(opts.reserveBytes >> 20) + " MiB of address space to simulate in");
     heap.workCounts().cacheModel = cacheModel.get();
+  }
+
+  static std::uint64_t clearedByCalloc(void* heap, void* object, std::uint64_t bytes) {
+    return static_cast<Heap*>(heap)->bytesToClear(object, bytes);
   }
 
   // The heap outlives the model (it was made first): its teardown must not report to it.

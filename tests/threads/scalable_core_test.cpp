@@ -4,7 +4,10 @@
 // keeps the same resident bytes and counts the same work as the counted one; counts come
 // from the accesses; segments, spans and their delayed purge.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -15,6 +18,7 @@
 #include "heapkit/objectrep/SizeHeap.h"
 #include "heapkit/threads/ScalableHeap.h"
 #include "heapkit/top/ArenaHeap.h"
+#include "heapkit/wrapper/ANSIWrapper.h"
 #include "support/AuditedTop.h"
 #include "support/ModelCheck.h"
 
@@ -575,6 +579,107 @@ TEST(ScalableHeapConfig, ClassesAndValuesByType) {
   };
   std::size_t fewWarm = churn(heap), manyWarm = churn(defaults);
   EXPECT_LE(fewWarm + 10 * 64 * kKiB, manyWarm) << "the Config's warmSuperblocks reached the pool";
+}
+
+
+// calloc over ScalableHeap clears only the bytes of a block that may hold old data
+// (Superblock::bytesToClear): whatever was written, freed, reused and purged before,
+// every calloc'd byte reads zero. Blocks are filled with a pattern whole when handed out,
+// so a byte calloc left uncleared would show it. A short purge delay and no warm
+// superblocks make spans go through every state (dirty, purged, split, merged).
+struct QuickPurge : ScalableCoreConfig {
+  QuickPurge() {
+    pool.warmSuperblocks = 0;
+    segments.purgeDelay = 3;
+    segments.minResidentFreeBytes = 0;
+    segments.inUsePercent = 10;
+  }
+};
+
+std::size_t firstNonZero(const unsigned char* bytes, std::size_t n) {
+  return static_cast<std::size_t>(std::find_if(bytes, bytes + n, [](unsigned char b) { return b != 0; }) - bytes);
+}
+
+template <class Heap>
+void checkCallocAlwaysZero(std::uint64_t seed, Heap& heap) {
+  std::mt19937_64 rng(seed);
+  SizeDistribution sizes = mixedSizes();
+  std::vector<std::pair<unsigned char*, std::size_t>> live;
+  std::size_t cleared = 0, requested = 0;
+  for (int step = 0; step < 1500; ++step) {
+    unsigned kind = static_cast<unsigned>(rng() % 10);
+    if (kind < 4 && !live.empty()) {
+      std::size_t i = rng() % live.size();
+      heap.free(live[i].first);
+      live[i] = live.back();
+      live.pop_back();
+      continue;
+    }
+    std::size_t size = sizes.draw(rng);
+    auto* object = static_cast<unsigned char*>(kind < 7 ? heap.calloc(1, size) : heap.malloc(size));
+    ASSERT_NE(object, nullptr);
+    if (kind < 7) {
+      requested += size;
+      cleared += heap.bytesToClear(object, size);
+      std::size_t b = firstNonZero(object, size);
+      ASSERT_EQ(b, size) << "seed " << seed << ", step " << step << ": byte " << b << " of " << size << " not cleared";
+    }
+    std::memset(object, 0xA5, size);
+    live.emplace_back(object, size);
+  }
+  for (auto& [object, size] : live) heap.free(object);
+  // Not a test that cannot fail the other way: some calloc'd bytes were fresh and left alone.
+  EXPECT_LT(cleared, requested) << "seed " << seed;
+}
+
+TEST(ScalableHeapCalloc, EveryByteReadsZeroWhateverTheSpanHeldBefore) {
+  for (std::uint64_t seed : {1u, 2u, 3u}) {
+    ANSIWrapper<ScalableHeap<MmapHeap, ScalableSizeClasses, QuickPurge>> quick;
+    checkCallocAlwaysZero(seed, quick);
+    ANSIWrapper<ScalableHeap<MmapHeap>> defaults;
+    checkCallocAlwaysZero(seed + 100, defaults);
+    // The single-thread composition (a page_segregated allocator of a DMM design).
+    ANSIWrapper<ScalableCoreHeap<ScalableSizeClasses, MmapHeap>> core(QuickPurge{});
+    checkCallocAlwaysZero(seed + 200, core);
+  }
+}
+
+// Resident pages of [object, object + bytes), by mincore.
+std::size_t residentPages(const void* object, std::size_t bytes) {
+  std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  auto start = reinterpret_cast<std::uintptr_t>(object) & ~(page - 1);
+  auto end = (reinterpret_cast<std::uintptr_t>(object) + bytes + page - 1) & ~(page - 1);
+  std::vector<unsigned char> vec((end - start) / page);
+  if (mincore(reinterpret_cast<void*>(start), end - start, vec.data()) != 0) return SIZE_MAX;
+  std::size_t n = 0;
+  for (unsigned char v : vec) n += v & 1;
+  return n;
+}
+
+TEST(ScalableHeapCalloc, AFreshSpanIsNotTouchedAndAReusedOneIsCleared) {
+  ANSIWrapper<ScalableHeap<MmapHeap>> heap;
+  constexpr std::size_t kTable = 512 * kKiB;
+  // A sparse table, as git's object hash: only the pages the program writes are resident.
+  auto* table = static_cast<unsigned char*>(heap.calloc(kTable / 8, 8));
+  ASSERT_NE(table, nullptr);
+  EXPECT_EQ(heap.bytesToClear(table, kTable), 0u) << "a new segment's span reads zero";
+  EXPECT_LE(residentPages(table, kTable), 2u);
+  table[100 * 1024] = 1;
+  for (std::size_t b = 0; b < kTable; b += 4096) ASSERT_EQ(table[b], b == 100 * 1024 ? 1 : 0);
+  heap.free(table);
+  // The same span again, before its pages are purged: its old data must be cleared.
+  auto* dirty = static_cast<unsigned char*>(heap.malloc(kTable));
+  std::memset(dirty, 0x5A, kTable);
+  heap.free(dirty);
+  auto* again = static_cast<unsigned char*>(heap.calloc(1, kTable));
+  ASSERT_NE(again, nullptr);
+  EXPECT_GE(heap.bytesToClear(again, kTable), kTable - 4096);
+  EXPECT_EQ(firstNonZero(again, kTable), kTable);
+  heap.free(again);
+  // Small objects may hold old data: cleared whole.
+  void* small = heap.calloc(1, 100);
+  EXPECT_EQ(heap.bytesToClear(small, 100), 100u);
+  heap.free(small);
 }
 
 }  // namespace

@@ -224,21 +224,27 @@ class SegmentHeap : public Super {
   }
 
   // The pages in [from, to) of a span in use are in use: the parts of them counted purged
-  // are counted resident again (no system call).
-  void makeResident(Segment* segment, const char* from, const char* to) {
+  // are counted resident again (no system call). Returns where the data written there
+  // before ends (`from` when none was): past it, to `to`, the pages were never touched or
+  // were purged since (MADV_DONTNEED), so they read as zero, and calloc need not clear
+  // them (glibc's calloc skips fresh memory likewise).
+  char* makeResident(Segment* segment, const char* from, const char* to) {
     const char* firstSlice = loadMetadata(*this, segment->firstSlice);
     std::size_t start = static_cast<std::size_t>(from - firstSlice);
     std::size_t end = alignUp(static_cast<std::size_t>(to - firstSlice), superblock::kPageBytes);
+    std::size_t written = start;
     for (std::size_t index = start / kSliceBytes; index * kSliceBytes < end; ++index) {
       countStep(*this);
       SliceEntry* entry = &segment->slices()[index];
       std::size_t want = end - index * kSliceBytes < kSliceBytes ? end - index * kSliceBytes : kSliceBytes;
       std::size_t resident = loadMetadata(*this, entry->resident);
+      if (resident != 0 && index * kSliceBytes + resident > written) written = index * kSliceBytes + resident;
       if (want <= resident) continue;
       Super::reuse(const_cast<char*>(firstSlice) + index * kSliceBytes + resident, want - resident);
       storeMetadata(*this, segment->purgedBytes, loadMetadata(*this, segment->purgedBytes) - (want - resident));
       storeMetadata(*this, entry->resident, static_cast<std::uint32_t>(want));
     }
+    return const_cast<char*>(firstSlice) + written;
   }
 
   // The pages of an in-use slice from `from` (a page boundary) to the slice's end go

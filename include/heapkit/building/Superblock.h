@@ -99,7 +99,8 @@ struct alignas(64) Superblock {
   FreeNode* freeList;
   char* bump;
   char* lastStart;     // last address in the bump pointer's region where a whole object fits
-  char* residentEnd;   // pages below it are in use (reused from the top heap) and not purged
+  char* residentEnd;   // pages below it are in use (reused from the top heap) and not purged;
+                       // a large block: its old data's end (bytesToClear)
   std::uint32_t used;  // handed out and not yet back on freeList
   std::uint64_t ownerToken;  // the owner heap's free token
   // Written by other threads.
@@ -337,6 +338,21 @@ struct alignas(64) Superblock {
     if (!(flagBits & superblock::kInteriorPointers)) return loadMetadata(heap, objectBytes);
     auto* start = static_cast<char*>(objectStart(heap, pointer));
     return loadMetadata(heap, objectBytes) - static_cast<std::size_t>(p - start);
+  }
+
+  // calloc's clearing: of `bytes` bytes from `pointer`, in an object or block handed out
+  // just now, how many may hold old data. A span's block records where its old data ended
+  // (residentEnd, combining/LargeObjectHeap.h): past it its pages were never touched or
+  // were purged since, and read as zero. A small object may always hold old data.
+  // Not counted, as calloc's memset is not: the simulator skips both (its memory holds no
+  // data), so a counting heap over real memory counts what the simulator does.
+  std::size_t bytesToClear(const void* pointer, std::size_t bytes) const {
+    if (!(freeFlags.load(std::memory_order_relaxed) & superblock::kLargeBlock)) return bytes;
+    auto* p = static_cast<const char*>(pointer);
+    const char* written = residentEnd;
+    if (written <= p) return 0;
+    auto dirty = static_cast<std::size_t>(written - p);
+    return dirty < bytes ? dirty : bytes;
   }
 
   // ---- hardening ---------------------------------------------------------------------

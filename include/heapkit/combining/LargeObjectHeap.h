@@ -9,7 +9,10 @@
 //    pages go back to the OS after a delay or over a budget, so a program passing 32 KiB
 //    records between threads, or replacing buffers of a few hundred KiB or images of a
 //    few MiB, makes no system call per block. Only the pages up to the request's last are
-//    counted resident (and handed out: getSize);
+//    counted resident (and handed out: getSize). The header's residentEnd keeps where the
+//    span's old data ended when it was handed out: past it the pages read as zero (never
+//    touched, or purged), so calloc leaves them untouched, as glibc's does with fresh
+//    memory (a program's sparse hash table of 512 KiB then costs the pages it uses);
 //  - larger blocks (and those aligned to 4 MiB or more) are blocks of the parent's
 //    mallocs, 4 MiB larger than the object, so that a 4 MiB-aligned region in them holds
 //    the header's slot (the object starts in its second slice; an object aligned to 4 MiB
@@ -122,9 +125,10 @@ class LargeObjectHeap : public Super {
     if (headerSlice >= reinterpret_cast<std::uintptr_t>(span) + kSb) Super::makeSlotResident(segment, reinterpret_cast<void*>(headerSlice));
     Superblock* sb = Superblock::create<kHardened>(*this, headerSlice);
     auto* end = reinterpret_cast<char*>(alignUp(reinterpret_cast<std::uintptr_t>(object + usable), superblock::kPageBytes));
-    Super::makeResident(segment, span, end);
+    char* written = Super::makeResident(segment, span, end);
     storeMetadata(*this, sb->freeFlags, superblock::kLargeBlock);
     storeMetadata(*this, sb->sizeClass, kFromSpan);
+    storeMetadata(*this, sb->residentEnd, written);  // calloc clears the block up to it (Superblock::bytesToClear)
     storeMetadata(*this, sb->block, static_cast<void*>(segment));
     storeMetadata(*this, sb->bump, span);
     storeMetadata(*this, sb->firstObject, object);
@@ -157,6 +161,7 @@ class LargeObjectHeap : public Super {
       end = guard;
     }
     storeMetadata(*this, sb->usableBytes, end - object);
+    storeMetadata(*this, sb->residentEnd, reinterpret_cast<char*>(end));  // a kept block may hold old data: calloc clears it all
     storeMetadata(*this, sb->prev, nullptr);
     storeMetadata(*this, sb->next, largeBlocks_);
     if (largeBlocks_ != nullptr) storeMetadata(*this, largeBlocks_->prev, sb);

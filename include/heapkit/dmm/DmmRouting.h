@@ -137,6 +137,19 @@ class DmmRouting {
     });
   }
 
+  // calloc's clearing (wrapper/ANSIWrapper.h): the bytes of an object just handed out
+  // that may hold old data, as its allocator tells (page_segregated's spans read as zero
+  // where never touched or purged), else all of them. Not counted (nor is the memset).
+  std::size_t bytesToClear(void* object, std::size_t bytes) {
+    std::uint8_t owner = arena_.ownerOf(object);
+    if (owner == kFallbackOwner) return bytes;
+    return allocators_.visit(owner - 1, [object, bytes](auto& heap) -> std::size_t {
+      if constexpr (requires { { heap.bytesToClear(object, bytes) } -> std::same_as<std::size_t>; })
+        return heap.bytesToClear(object, bytes);
+      else return bytes;
+    });
+  }
+
   // A design whose allocator gives each thread its heap (a thread-aware page_segregated
   // one): the caller names the thread whose calls follow (a trace's thread index; 0 until
   // named). Other designs have one heap for every thread.

@@ -257,6 +257,11 @@ class ScalableHeap {
   }
 
   std::size_t getSize(void* pointer) const { return Superblock::of(pointer)->usableFrom(*this, pointer); }
+  // calloc's clearing (wrapper/ANSIWrapper.h): the bytes of an object just handed out that
+  // may hold old data; a fresh span's pages read as zero (Superblock::bytesToClear).
+  std::size_t bytesToClear(void* pointer, std::size_t bytes) const {
+    return Superblock::of(pointer)->bytesToClear(pointer, bytes);
+  }
   // Hardened: what a freed small object holds in its second word (a layer above may find it there).
   static std::uint64_t freedTag(const void* object) { return Superblock::freedTag(object); }
 

@@ -3,7 +3,8 @@
 //  - malloc(0) returns a unique pointer; every pointer is at least 16-byte aligned;
 //  - requests over PTRDIFF_MAX (SIZE_MAX included) fail with errno = ENOMEM, as does
 //    any failure of the heap below;
-//  - calloc and reallocarray check count * size for overflow; calloc zeroes;
+//  - calloc and reallocarray check count * size for overflow; calloc zeroes (only what
+//    the heap's bytesToClear says may hold old data, when it has one);
 //  - realloc grows, shrinks (in place when the block stays at least half used), takes
 //    NULL like malloc, and with size 0 frees and returns NULL as glibc does;
 //  - memalign/aligned_alloc/posix_memalign/valloc/pvalloc for any power-of-two alignment.
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include <bit>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -85,7 +87,15 @@ class ANSIWrapper : public Super {
     if (__builtin_mul_overflow(count, size, &bytes)) return fail(ENOMEM);
     void* object = malloc(bytes);
     if (object != nullptr) {
-      if constexpr (!simulatesData<Super>()) std::memset(object, 0, bytes);
+      // A heap that knows which of the object's pages read as zero already (fresh from the
+      // OS, or purged) clears only the rest: the pages a program leaves untouched in a big
+      // calloc'd table stay out of its resident set, as glibc's calloc leaves them.
+      if constexpr (simulatesData<Super>()) {
+      } else if constexpr (requires(Super& heap) { { heap.bytesToClear(object, bytes) } -> std::same_as<std::size_t>; }) {
+        std::memset(object, 0, Super::bytesToClear(object, bytes));
+      } else {
+        std::memset(object, 0, bytes);
+      }
     }
     return object;
   }
