@@ -62,7 +62,7 @@ DEFAULT_OBJECTIVES = ("time", "footprint", "energy")
 OPERATORS = ("subtree", "codon")
 INFEASIBLE = 1e30
 # The hypervolume's reference point: twice Kingsley's in every objective.
-REFERENCE = 2.0
+REFERENCE = surrogate.REFERENCE
 # How many candidates are made for each offspring the search simulates; the surrogate
 # model picks one (docs/search.md, "Screening offspring with a model"). Off (1) by default:
 # on the churn trace, whose footprint is in blocks over 64 KiB that the model's size profile
@@ -327,11 +327,10 @@ def non_dominated(designs: Sequence[Design], objectives: Sequence[str]) -> list[
 def hypervolume(designs: Sequence[Design], objectives: Sequence[str], baseline: Design) -> float:
     """Of the front normalised to the baseline (Kingsley), against the reference point 2
     in every objective: larger is better."""
-    points = [[d.objective(o) / max(baseline.objective(o), 1e-12) for o in objectives] for d in designs]
-    points = [p for p in points if all(x < REFERENCE for x in p)]
-    if not points:
+    if not designs:
         return 0.0
-    return float(moocore.hypervolume(points, ref=[REFERENCE] * len(objectives)))
+    points = [[d.objective(o) / max(baseline.objective(o), 1e-12) for o in objectives] for d in designs]
+    return surrogate.hypervolume(np.array(points), REFERENCE)
 
 
 Progress = Callable[[dict], None]
@@ -591,7 +590,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
 def random_sample(trace: str | Path, count: int, *, seed: int = 1, presets: Sequence[Design] = (),
                   objectives: Sequence[str] = DEFAULT_OBJECTIVES, population: int = 0,
                   cache: str | Path | None = None, grammar: Grammar | None = None,
-                  threads: int | None = None) -> list[Design]:
+                  threads: int | None = None, genome_length: tuple[int, int] = (16, 48)) -> list[Design]:
     """The baseline a search must beat: the front of ``count`` distinct valid designs, none
     a preset, and of ``presets``. With ``population``, the designs a search's first
     population starts from come first (:func:`initial_seeds`: the mixed and fitted
@@ -606,14 +605,16 @@ def random_sample(trace: str | Path, count: int, *, seed: int = 1, presets: Sequ
             seen.add(spec.key)
             specs.append(spec)
     while len(specs) < count:
-        spec = _design_of(grammar, [rng.randrange(256) for _ in range(rng.randint(16, 48))])
+        spec = _design_of(grammar, [rng.randrange(256) for _ in range(rng.randint(*genome_length))])
         if spec is not None and spec.key not in seen:
             seen.add(spec.key)
             specs.append(spec)
     store = EvaluationCache(cache or default_cache_path())
-    evaluator = Evaluator(trace, store, threads=threads)
-    designs = [Design(s, m) for s, m in zip(specs, evaluator.evaluate(specs))]
-    store.close()
+    try:
+        evaluator = Evaluator(trace, store, threads=threads)
+        designs = [Design(s, m) for s, m in zip(specs, evaluator.evaluate(specs))]
+    finally:
+        store.close()
     return non_dominated(designs + list(presets), objectives)
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from heapkit.dmm import Spec
 
-#: The hypervolume's reference point over Kingsley's (heapkit.search.REFERENCE).
+#: The hypervolume's reference point over Kingsley's (heapkit.search.REFERENCE is this one).
 REFERENCE = 2.0
 
 

@@ -40,6 +40,8 @@ void heapkit_ep_free(void* ptr) { providedHeap().free(ptr); }
 void* heapkit_ep_memalign(size_t alignment, size_t size) { return providedHeap().memalign(alignment, size); }
 size_t heapkit_ep_usable_size(void* ptr) { return providedHeap().getSize(ptr); }
 void* heapkit_ep_realloc(void* ptr, size_t size) { return providedHeap().realloc(ptr, size); }
+// The heap's calloc clears only what may hold old data, as the simulator counts it.
+void* heapkit_ep_calloc(size_t count, size_t size) { return providedHeap().calloc(count, size); }
 void heapkit_ep_fork_prepare(void) { heapkit::forkhooks::prepare(providedHeap()); }
 void heapkit_ep_fork_parent(void) { heapkit::forkhooks::parent(providedHeap()); }
 void heapkit_ep_fork_child(void) { heapkit::forkhooks::child(providedHeap()); }

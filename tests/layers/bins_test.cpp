@@ -152,6 +152,29 @@ TEST(Bins, StrictSegHeapWithBinsByValuePassesTheModelCheck) {
   EXPECT_EQ(TeardownAudit::leftoverBytes, 0u);
 }
 
+// Tables the heaps' arrays cannot hold as they are: exact bins past the arrays' 256 (their
+// sizes go to the big heap) and, for strict classes, an open last bin (no class size can
+// serve it: its sizes go to the big heap too, not to a request for SIZE_MAX bytes).
+TEST(Bins, TablesBeyondTheArraysOrOpenEndedStillServeEverySize) {
+  TeardownAudit::leftoverBytes = 0;
+  {
+    SegHeap<BinTable, SLListBin, SizeHeap<AuditedTop>> exact(BinTable::exact(64 * 1024));
+    modelCheck(exact);
+    StrictSegHeap<BinTable, FreelistHeap, SizeHeap<AuditedTop>> strictExact(BinTable::exact(64 * 1024));
+    modelCheck(strictExact);
+    std::vector<std::size_t> open = {32, 64, 128, SIZE_MAX};
+    StrictSegHeap<BinTable, FreelistHeap, SizeHeap<AuditedTop>> strictOpen(BinTable::bounded(open));
+    modelCheck(strictOpen);
+    for (std::size_t size : {200u, 5000u, 1u << 20}) {
+      void* object = strictOpen.malloc(size);
+      ASSERT_NE(object, nullptr) << size;
+      EXPECT_GE(strictOpen.getSize(object), size);
+      strictOpen.free(object);
+    }
+  }
+  EXPECT_EQ(TeardownAudit::leftoverBytes, 0u);
+}
+
 // ---- by value against by type: the same decisions, the same counts ------------------------
 
 using Arena = ReservedArena<CountedMemory>;

@@ -523,8 +523,9 @@ class SegmentHeap : public Super {
     return best;
   }
 
-  // The first span long enough among the few freed last with resident pages; else best
-  // fit by length (the span freed last among equals). Split: the rest stays free with the
+  // Among the free spans freed last with resident pages (residentFit), the long-enough one
+  // whose first slices hold the most resident bytes, then the shortest, then the lowest;
+  // else best fit by length (the span freed last among equals). Split: the rest stays free with the
   // age of the whole (its place in the age list). Null when no free span is long enough.
   // A span with a segment of its own is taken whole (`slices` becomes its length).
   SliceEntry* takeFreeSpan(std::size_t& slices) {

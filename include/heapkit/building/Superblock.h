@@ -400,10 +400,12 @@ struct alignas(64) Superblock {
   }
 
   // isObjectStart for the owner's inline free, whose pointer is 16-aligned and lies in this
-  // superblock past its slice's head (its token matched): the multiply and the compare.
+  // superblock past its slice's head (its token matched): the multiply and the compare, and
+  // the end bound (a multiple of the size in the tail slack would overlap the next slice's
+  // head).
   [[gnu::always_inline]] bool startsObject(const void* pointer) const {
     auto offset = static_cast<std::uint64_t>(static_cast<const char*>(pointer) - firstObject);
-    return static_cast<std::uint32_t>(offset * reciprocal) < superblock::kBytes;
+    return static_cast<std::uint32_t>(offset * reciprocal) < superblock::kBytes && pointer <= lastStart;
   }
 
   // The checks of a free that left the owner's fast path; the object's tag is checked

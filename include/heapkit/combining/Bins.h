@@ -27,7 +27,7 @@ namespace heapkit {
 
 template <class B>
 concept BinPolicy = requires(const B& bins, std::size_t n) {
-  { B::kMaxBins } -> std::convertible_to<std::size_t>;  // bound of count(), for arrays of bins
+  { B::kMaxBins } -> std::convertible_to<std::size_t>;  // the bins a heap's arrays hold (BinTable::exact may count more)
   { bins.count() } -> std::convertible_to<std::size_t>;
   { bins.binOf(n) } -> std::convertible_to<std::size_t>;
   { bins.boundOf(n) } -> std::convertible_to<std::size_t>;

@@ -9,6 +9,7 @@
 // where to look next. Their cached objects go back to the big heap when it is destroyed.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 
 #include "heapkit/combining/Bins.h"
@@ -51,7 +52,8 @@ class SegHeap : public BigHeap {
     for (Bin& bin : bins_) bin.attachParent(this);
   }
   template <class... Args>
-  explicit SegHeap(const Bins& sizeBins, Args&&... args) : BigHeap(static_cast<Args&&>(args)...), sizeBins_(sizeBins) {
+  explicit SegHeap(const Bins& sizeBins, Args&&... args)
+      : BigHeap(static_cast<Args&&>(args)...), sizeBins_(sizeBins), binCount_(std::min(sizeBins.count(), NumBins)) {
     for (Bin& bin : bins_) bin.attachParent(this);
   }
 
@@ -64,7 +66,7 @@ class SegHeap : public BigHeap {
   void* mallocCached(std::size_t size) {
     std::size_t sizeClass = sizeBins_.binOf(size);
     countStep(*this);  // the class lookup
-    if (sizeClass >= sizeBins_.count()) return nullptr;
+    if (sizeClass >= binCount()) return nullptr;
     for (std::size_t bin = firstNonEmpty(sizeClass); bin != nonEmpty_.kNone; bin = firstNonEmpty(bin + 1)) {
       countStep(*this);  // a bin probed, found through the bitmap
       void* object = bins_[bin].malloc(size);
@@ -80,7 +82,7 @@ class SegHeap : public BigHeap {
     if (object == nullptr) return;
     std::size_t sizeClass = sizeBins_.binOf(sizeword::sizeFrom(*this, static_cast<const BigHeap&>(*this), object));
     countStep(*this);  // the class lookup
-    if (sizeClass >= sizeBins_.count()) {
+    if (sizeClass >= binCount()) {
       BigHeap::free(object);
       return;
     }
@@ -93,12 +95,19 @@ class SegHeap : public BigHeap {
   // bins by value may use fewer.
   std::size_t firstNonEmpty(std::size_t bin) {
     if constexpr (BinsByType<Bins>) return nonEmpty_.firstAtOrAbove(*this, bin);
-    else return nonEmpty_.firstAtOrAbove(*this, bin, sizeBins_.count());
+    else return nonEmpty_.firstAtOrAbove(*this, bin, binCount_);
+  }
+  // The bins the arrays hold: a table by value with more (exact bins up to a large size)
+  // sends the sizes of the others to the big heap.
+  std::size_t binCount() const {
+    if constexpr (BinsByType<Bins>) return Bins::count();
+    else return binCount_;
   }
 
   Bin bins_[NumBins];
   SizeClassBitmap<NumBins> nonEmpty_;
   [[no_unique_address]] Bins sizeBins_;
+  std::size_t binCount_ = NumBins;
 };
 
 }  // namespace heapkit

@@ -1,6 +1,6 @@
 // StrictSegHeap: strict segregated fits. Every request is rounded up to its size class
 // (a bin policy, combining/Bins.h, by type or by value: class c serves sizes up to
-// Bins::boundOf(c), so every bound is finite; larger sizes go to the big heap) and
+// Bins::boundOf(c); larger sizes, and an open last bin's, go to the big heap) and
 // served by that class's little heap, or, when the little heap has nothing cached,
 // by the big heap; a freed object goes back to the class it can fully serve. Nothing is
 // split or merged.
@@ -14,7 +14,9 @@
 // parallel array at a fixed distance before it, off the hot path.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 #include "heapkit/combining/Bins.h"
 #include "heapkit/core/Counting.h"
@@ -64,14 +66,14 @@ class StrictSegHeap : public BigHeap {
   }
   template <class... Args>
   explicit StrictSegHeap(const Bins& sizeBins, Args&&... args)
-      : BigHeap(static_cast<Args&&>(args)...), sizeBins_(sizeBins) {
+      : BigHeap(static_cast<Args&&>(args)...), sizeBins_(sizeBins), binCount_(strictBins(sizeBins)) {
     for (ParentSlot& slot : slots_.parents) slot.parent = this;
   }
 
   void* malloc(std::size_t size) {
     std::size_t sizeClass = sizeBins_.binOf(size);
     countStep(*this);  // the class lookup
-    if (sizeClass >= sizeBins_.count()) return BigHeap::malloc(size);
+    if (sizeClass >= binCount()) return BigHeap::malloc(size);
     std::size_t classSize = sizeBins_.boundOf(sizeClass);
     if (void* object = slots_.bins[sizeClass].malloc(classSize)) return object;
     return BigHeap::malloc(classSize);
@@ -83,18 +85,31 @@ class StrictSegHeap : public BigHeap {
     std::size_t sizeClass = sizeBins_.binOf(size);
     countStep(*this);  // the class lookup
     // An object bigger than asked for belongs to the largest class it can fully serve.
-    if (sizeClass < sizeBins_.count() && sizeBins_.boundOf(sizeClass) > size) {
+    if (sizeClass < binCount() && sizeBins_.boundOf(sizeClass) > size) {
       if (sizeClass == 0) {
         BigHeap::free(object);
         return;
       }
       --sizeClass;
     }
-    if (sizeClass >= sizeBins_.count()) BigHeap::free(object);
+    if (sizeClass >= binCount()) BigHeap::free(object);
     else slots_.bins[sizeClass].free(object);
   }
 
  private:
+  // The classes served: a table by value may hold more bins than the arrays (exact bins up
+  // to a large size) or end in an open bin (bound SIZE_MAX), which no class size can
+  // serve; their sizes go to the big heap.
+  static std::size_t strictBins(const Bins& bins) {
+    std::size_t count = std::min(bins.count(), NumBins);
+    while (count > 0 && bins.boundOf(count - 1) == SIZE_MAX) --count;
+    return count;
+  }
+  std::size_t binCount() const {
+    if constexpr (BinsByType<Bins>) return Bins::count();
+    else return binCount_;
+  }
+
   // A parent pointer padded to a bin's size, so that parents[c] lies the same distance
   // (the size of the bins array) after bins[c] for every c.
   union alignas(alignof(Bin) > alignof(BigHeap*) ? alignof(Bin) : alignof(BigHeap*)) ParentSlot {
@@ -117,6 +132,7 @@ class StrictSegHeap : public BigHeap {
 
   BinSlots slots_;
   [[no_unique_address]] Bins sizeBins_;
+  std::size_t binCount_ = NumBins;
 };
 
 }  // namespace heapkit

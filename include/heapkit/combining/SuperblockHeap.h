@@ -155,8 +155,11 @@ class SuperblockHeap : public Super {
 
   std::size_t getSize(void* pointer) { return Superblock::of(pointer)->usableFrom(*this, pointer); }
   // calloc's clearing (wrapper/ANSIWrapper.h): the bytes of an object just handed out that
-  // may hold old data; a fresh span's pages read as zero (Superblock::bytesToClear).
-  std::size_t bytesToClear(void* pointer, std::size_t bytes) const {
+  // may hold old data; a fresh span's pages read as zero (Superblock::bytesToClear), when
+  // the top heap's do (without, calloc clears every byte).
+  std::size_t bytesToClear(void* pointer, std::size_t bytes) const
+    requires PagesReadZeroHeap<Super>
+  {
     return Superblock::of(pointer)->bytesToClear(pointer, bytes);
   }
   // Hardened: what a freed small object holds in its second word (a layer above may find it there).

@@ -84,6 +84,13 @@ concept PurgingHeap = FootprintHeap<H> && requires(H& heap, const H& constHeap, 
   { constHeap.peakResidentBytes() } -> std::same_as<std::size_t>;
 };
 
+// Top heaps whose fresh blocks and purged pages read as zero (mapped or given back with
+// MADV_DONTNEED: MmapHeap, ArenaHeap) say so; only over them may calloc leave alone the
+// pages a layer knows were never written since (Superblock::bytesToClear). MallocHeap's
+// blocks may be recycled and its purge only counts.
+template <class H>
+concept PagesReadZeroHeap = requires { requires H::PagesReadZero; };
+
 // Layers that keep the object's usable size in the machine word just before the object
 // (SizeHeap, CoalesceableHeap, and the heaps built on them) say so; layers that route
 // frees between two heaps by size (HybridHeap, SelectMmapHeap) require it of both.

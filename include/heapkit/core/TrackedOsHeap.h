@@ -22,6 +22,8 @@ class TrackedOsHeap {
  public:
   static constexpr std::size_t Alignment = kMinAlignment;
   static constexpr bool KeepsSizeWord = true;
+  // A Source that purges gives pages back (they read as zero again) and maps fresh ones.
+  static constexpr bool PagesReadZero = requires(void* pages, std::size_t bytes) { Source::purge(pages, bytes); };
 
   TrackedOsHeap() = default;
   TrackedOsHeap(const TrackedOsHeap&) = delete;

@@ -275,6 +275,9 @@ class ArenaHeap {
   static constexpr std::size_t Alignment = kMinAlignment;
   static constexpr bool KeepsSizeWord = true;
   static constexpr bool SimulatesData = Arena::MemoryKind::kSimulatesData;
+  // Reserved pages are fresh, and released extents and purged pages go back with
+  // MADV_DONTNEED.
+  static constexpr bool PagesReadZero = true;
 
   ArenaHeap(Arena& arena, std::uint8_t owner) : arena_(&arena), owner_(owner) {}
   ArenaHeap(const ArenaHeap&) = delete;
