@@ -631,7 +631,9 @@ void checkCallocAlwaysZero(std::uint64_t seed, Heap& heap) {
   }
   for (auto& [object, size] : live) heap.free(object);
   // Not a test that cannot fail the other way: some calloc'd bytes were fresh and left alone.
-  if constexpr (requires(void* object) { heap.bytesToClear(object, 1); }) EXPECT_LT(cleared, requested) << "seed " << seed;
+  if constexpr (requires(void* object) { heap.bytesToClear(object, 1); }) {
+    EXPECT_LT(cleared, requested) << "seed " << seed;
+  }
 }
 
 TEST(ScalableHeapCalloc, EveryByteReadsZeroWhateverTheSpanHeldBefore) {
