@@ -32,15 +32,7 @@ class SizeClassBitmap {
   // The first marked bin >= bin, or kNone. One step for each further word scanned.
   template <class H>
   std::size_t firstAtOrAbove(H& heap, std::size_t bin) const {
-    if (bin >= NumBins) return kNone;
-    std::size_t word = bin / 64;
-    std::uint64_t bits = loadMetadata(heap, words_[word]) & (~std::uint64_t{0} << (bin % 64));
-    while (bits == 0) {
-      if (++word == kWords) return kNone;
-      countStep(heap);
-      bits = loadMetadata(heap, words_[word]);
-    }
-    return word * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+    return firstAtOrAbove(heap, bin, NumBins);
   }
   // The same among the first `count` bins only (bins set by value may use fewer than
   // NumBins: the words past them are not scanned, so they cost no step).
