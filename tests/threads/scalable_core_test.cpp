@@ -621,7 +621,7 @@ void checkCallocAlwaysZero(std::uint64_t seed, Heap& heap) {
     ASSERT_NE(object, nullptr);
     if (kind < 7) {
       requested += size;
-      if constexpr (requires { heap.bytesToClear(object, size); }) cleared += heap.bytesToClear(object, size);
+      if constexpr (ClearsOnlyOldDataHeap<Heap>) cleared += heap.bytesToClear(object, size);
       else cleared += size;
       std::size_t b = firstNonZero(object, size);
       ASSERT_EQ(b, size) << "seed " << seed << ", step " << step << ": byte " << b << " of " << size << " not cleared";
@@ -631,7 +631,7 @@ void checkCallocAlwaysZero(std::uint64_t seed, Heap& heap) {
   }
   for (auto& [object, size] : live) heap.free(object);
   // Not a test that cannot fail the other way: some calloc'd bytes were fresh and left alone.
-  if constexpr (requires(void* object) { heap.bytesToClear(object, 1); }) {
+  if constexpr (ClearsOnlyOldDataHeap<Heap>) {
     EXPECT_LT(cleared, requested) << "seed " << seed;
   }
 }
@@ -650,13 +650,11 @@ TEST(ScalableHeapCalloc, EveryByteReadsZeroWhateverTheSpanHeldBefore) {
 
 // Over a top heap whose blocks may be recycled and whose purge only counts (MallocHeap), a
 // span counted purged still holds its old data: calloc clears every byte there.
-template <class Heap>
-concept ClearsOnlyWhatMayHoldOldData = requires(Heap& heap, void* object) { heap.bytesToClear(object, 1); };
-static_assert(!ClearsOnlyWhatMayHoldOldData<ScalableHeap<MallocHeap>>);
-static_assert(!ClearsOnlyWhatMayHoldOldData<ScalableCoreHeap<ScalableSizeClasses, MallocHeap>>);
-static_assert(ClearsOnlyWhatMayHoldOldData<ScalableHeap<Hardened<MmapHeap>>>);  // libheapkit.so
-static_assert(ClearsOnlyWhatMayHoldOldData<ScalableHeap<Secure<MmapHeap>>>);    // libheapkit-secure.so
-static_assert(ClearsOnlyWhatMayHoldOldData<ScalableCoreHeap<ScalableSizeClasses, MmapHeap>>);
+static_assert(!ClearsOnlyOldDataHeap<ScalableHeap<MallocHeap>>);
+static_assert(!ClearsOnlyOldDataHeap<ScalableCoreHeap<ScalableSizeClasses, MallocHeap>>);
+static_assert(ClearsOnlyOldDataHeap<ScalableHeap<Hardened<MmapHeap>>>);  // libheapkit.so
+static_assert(ClearsOnlyOldDataHeap<ScalableHeap<Secure<MmapHeap>>>);    // libheapkit-secure.so
+static_assert(ClearsOnlyOldDataHeap<ScalableCoreHeap<ScalableSizeClasses, MmapHeap>>);
 
 TEST(ScalableHeapCalloc, OverATopWhosePagesMayHoldOldDataEveryByteIsCleared) {
   for (std::uint64_t seed : {1u, 2u, 3u}) {

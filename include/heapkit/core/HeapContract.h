@@ -91,6 +91,14 @@ concept PurgingHeap = FootprintHeap<H> && requires(H& heap, const H& constHeap, 
 template <class H>
 concept PagesReadZeroHeap = requires { requires H::PagesReadZero; };
 
+// Heaps that know which bytes of an object just handed out may hold old data (a span's
+// pages never written or purged since read as zero) say how many with bytesToClear;
+// calloc clears only those (ANSIWrapper), and the DMM routing asks the owning allocator.
+template <class H>
+concept ClearsOnlyOldDataHeap = requires(H& heap, void* object, std::size_t bytes) {
+  { heap.bytesToClear(object, bytes) } -> std::same_as<std::size_t>;
+};
+
 // Layers that keep the object's usable size in the machine word just before the object
 // (SizeHeap, CoalesceableHeap, and the heaps built on them) say so; layers that route
 // frees between two heaps by size (HybridHeap, SelectMmapHeap) require it of both.

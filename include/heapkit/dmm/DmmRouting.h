@@ -144,7 +144,7 @@ class DmmRouting {
     std::uint8_t owner = arena_.ownerOf(object);
     if (owner == kFallbackOwner) return bytes;
     return allocators_.visit(owner - 1, [object, bytes](auto& heap) -> std::size_t {
-      if constexpr (requires { { heap.bytesToClear(object, bytes) } -> std::same_as<std::size_t>; })
+      if constexpr (ClearsOnlyOldDataHeap<std::remove_cvref_t<decltype(heap)>>)
         return heap.bytesToClear(object, bytes);
       else return bytes;
     });

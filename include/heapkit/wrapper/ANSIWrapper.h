@@ -91,7 +91,7 @@ class ANSIWrapper : public Super {
       // OS, or purged) clears only the rest: the pages a program leaves untouched in a big
       // calloc'd table stay out of its resident set, as glibc's calloc leaves them.
       if constexpr (simulatesData<Super>()) {
-      } else if constexpr (requires(Super& heap) { { heap.bytesToClear(object, bytes) } -> std::same_as<std::size_t>; }) {
+      } else if constexpr (ClearsOnlyOldDataHeap<Super>) {
         std::memset(object, 0, Super::bytesToClear(object, bytes));
       } else {
         std::memset(object, 0, bytes);
