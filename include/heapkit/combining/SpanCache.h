@@ -23,7 +23,7 @@
 //  - Any thread may keep any block it frees (the segments are shared): a block freed by
 //    another thread than its allocator serves the freeing thread next.
 // Measured (bench-malloc's workloads, 2 threads): buffers 373,860 lock acquisitions a run
-// -> 133,800; mixedstress 200,016 -> 88,900; peak RSS and page faults within the runs'
+// -> 137,977; mixedstress 200,016 -> 89,242; peak RSS and page faults within the runs'
 // spread.
 // Not thread-safe: one thread uses it (the owner of the heap it is in); the giveBack
 // calls run under the pool lock. The simulator runs it as the real heap does

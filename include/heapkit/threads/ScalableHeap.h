@@ -7,6 +7,8 @@
 //   SuperblockHeap<ScalableSizeClasses, .., RemoteFrees>   one per thread: small objects
 //                                            (combining/SuperblockHeap.h, building/Superblock.h,
 //                                            building/SizeClasses.h)
+//   SpanCache                                one per thread: medium blocks it freed, kept
+//                                            (combining/SpanCache.h)
 //   ScalableSharedLayers<Top>, under one lock  shared by the threads (general/ScalableCoreHeap.h):
 //     LargeObjectHeap<                       medium blocks as spans, large blocks cached
 //       SuperblockPool<                      empty superblocks, warm then purged
@@ -34,6 +36,8 @@
 //  - Medium blocks (over 32 KiB, up to 1 MiB) are spans of the same segments, reused by
 //    any thread after a free by any thread, their pages purged after a delay or over a
 //    budget that follows the program (building/SegmentHeap.h): no system call per block.
+//    Each thread keeps the blocks it freed since its last request none of them fitted,
+//    and serves its requests from them without the pool lock (combining/SpanCache.h).
 //  - Larger blocks get a block of their own from Top, kept for reuse when freed (up to
 //    32 MiB, within twice the biggest freed recently, 4 to 64 MiB; combining/
 //    LargeObjectHeap.h, AdaptiveThresholdHeap.h).
