@@ -16,8 +16,8 @@
 //  - A request that none fits takes the lock, as it must to take a span from the
 //    segments, and gives every kept block back first, so that the segments can merge them
 //    and split the request from their pages: held back from the segments, they made the
-//    segments fault in new pages (mixedstress: 4-6 MiB more peak RSS with 8 blocks kept
-//    past a miss; buffers 0.7-1.5 MiB), and slack beyond a slice left the pages past the
+//    segments fault in new pages (8 blocks kept past a miss: mixedstress 1.6-4 MiB more
+//    peak RSS, buffers 0.8-1.6 MiB), and slack beyond a slice left the pages past the
 //    request unused (2x slack: mixedstress +4 MiB). A free that finds the cache full gives
 //    back the oldest blocks until the block fits. A thread that exits gives back all.
 //  - Any thread may keep any block it frees (the segments are shared): a block freed by

@@ -55,8 +55,8 @@ struct ScalableCoreConfig {
   CacheLimits cache = kScalableLargeCacheLimits;
   // Segments: the delay (in span operations) and the budget of free resident pages.
   SegmentConfig segments{};
-  // The medium blocks each thread keeps (ScalableHeap only: one thread's heap has no lock
-  // to spare).
+  // The medium blocks each thread keeps (combining/SpanCache.h; ScalableHeap only: this
+  // single-thread heap takes no lock to spare).
   SpanCacheConfig spanCache{};
 };
 
