@@ -22,6 +22,8 @@
 #include "heapkit/threads/ThreadHeapList.h"
 #include "heapkit/objectrep/SizeHeap.h"
 #include "heapkit/top/MallocHeap.h"
+#include "heapkit/top/MmapHeap.h"
+#include "heapkit/wrapper/ANSIWrapper.h"
 #include "support/AuditedTop.h"
 #include "support/ModelCheck.h"
 
@@ -532,6 +534,143 @@ TEST(ScalableHeap, MediumBlocksPassedBetweenThreadsReuseSpans) {
   // each before spans), at most a segment more when the threads' interleaving puts more
   // records in flight than during the warm-up (seen once in a loaded sanitizer run).
   EXPECT_LE(CountingTop::requests - requestsAfterWarmUp.load(), 1u) << "records went to Top";
+}
+
+// A thread keeps the medium blocks it frees (combining/SpanCache.h) and serves its next
+// requests from them without the pool lock: a request whose pages fit in a kept block's
+// with at most a slice to spare takes it; one that none fits gives them all back to the
+// segments first; the bounds hold; an exiting thread gives back what it kept.
+TEST(ScalableHeap, ThreadsKeepTheMediumBlocksTheyFreeUntilARequestNoneFits) {
+  ScalableHeap<CountingTop> heap;
+  heap.free(heap.malloc(16));  // this thread has a heap: it keeps blocks
+  void* first = heap.malloc(200000);
+  std::memset(first, 1, 200000);
+  heap.free(first);
+  EXPECT_EQ(heap.keptSpanBlocks(), 1u);
+  EXPECT_EQ(heap.keptSpanBytes(), alignUp(200000 + 16, 4096));
+  // Smaller by less than a slice: the same block, its size the request's to the page.
+  void* again = heap.malloc(150000);
+  EXPECT_EQ(again, first);
+  EXPECT_EQ(heap.keptSpanBlocks(), 0u);
+  EXPECT_EQ(heap.getSize(again), alignUp(150000 + 16, 4096) - 16);
+  std::memset(again, 2, 150000);
+  heap.free(again);
+  // Its pages now end past 150,000 bytes: a bigger request does not fit it; it goes back
+  // to the segments, which split the request from its span (the most resident pages).
+  void* bigger = heap.malloc(160000);
+  EXPECT_EQ(heap.keptSpanBlocks(), 0u);
+  EXPECT_EQ(bigger, first) << "given back, and split from its own pages";
+  heap.free(bigger);
+  // Nor is it used for a request that would leave more than a slice of it unused.
+  void* small = heap.malloc(40000);
+  EXPECT_EQ(heap.keptSpanBlocks(), 0u);
+  EXPECT_LE(heap.getSize(small), 65536u);
+  heap.free(small);
+  EXPECT_EQ(heap.keptSpanBlocks(), 1u);
+  // Aligned blocks are not kept; a request over maxBlockBytes gives back all, and its
+  // block is not kept either.
+  heap.free(heap.memalign(4096, 100000));
+  EXPECT_EQ(heap.keptSpanBlocks(), 1u);
+  void* huge = heap.malloc(2 * kMiB);
+  EXPECT_EQ(heap.keptSpanBlocks(), 0u);
+  heap.free(huge);
+  EXPECT_EQ(heap.keptSpanBlocks(), 0u);
+  // Many blocks freed: at most 8 kept, at most 2 MiB of their pages; the rest go back.
+  std::vector<void*> blocks;
+  for (int i = 0; i < 20; ++i) blocks.push_back(heap.malloc(300000 + 1000 * i));
+  for (void* block : blocks) heap.free(block);
+  EXPECT_GT(heap.keptSpanBlocks(), 0u);
+  EXPECT_LE(heap.keptSpanBlocks(), SpanCacheConfig{}.blocks);
+  EXPECT_LE(heap.keptSpanBytes(), SpanCacheConfig{}.maxBytes);
+  EXPECT_GT(heap.keptSpanBytes() + alignUp(319016, 4096), SpanCacheConfig{}.maxBytes) << "full";
+}
+
+// calloc on a kept block clears what the block held.
+TEST(ScalableHeap, CallocOnAKeptBlockClearsIt) {
+  ANSIWrapper<ScalableHeap<MmapHeap>> heap;
+  heap.free(heap.malloc(16));
+  auto* dirty = static_cast<unsigned char*>(heap.malloc(200000));
+  std::memset(dirty, 0xA5, 200000);
+  heap.free(dirty);
+  auto* clean = static_cast<unsigned char*>(heap.calloc(1, 190000));
+  ASSERT_EQ(clean, dirty) << "the kept block";
+  for (std::size_t i = 0; i < 190000; ++i) ASSERT_EQ(clean[i], 0) << i;
+  heap.free(clean);
+}
+
+// A thread that frees medium blocks and exits gives back what it kept.
+TEST(ScalableHeap, AnExitingThreadGivesBackItsKeptBlocks) {
+  ScalableHeap<CountingTop> heap;
+  std::vector<void*> theirs;
+  for (int i = 0; i < 4; ++i) theirs.push_back(heap.malloc(100000));
+  std::size_t before = heap.residentFreeBytes();
+  std::thread other([&] {
+    heap.free(heap.malloc(16));
+    for (void* block : theirs) heap.free(block);
+    EXPECT_EQ(heap.keptSpanBlocks(), 4u);
+    EXPECT_EQ(heap.residentFreeBytes(), before);
+  });
+  other.join();
+  EXPECT_EQ(heap.residentFreeBytes(), before + 4 * alignUp(100000 + 16, 4096)) << "given back at exit";
+}
+
+// Two threads replace buffers of 16-256 KiB, and a quarter of the time swap one with the
+// other thread: blocks kept by the thread that frees them, whichever allocated them, keep
+// their contents, and no block is handed out twice.
+TEST(ScalableHeap, KeptMediumBlocksUnderThreads) {
+  TeardownAudit::leftoverBytes = 0;
+  {
+    Scalable heap;
+    constexpr int kThreads = 2, kRounds = 20000;
+    std::vector<std::atomic<void*>> swap(4);
+    std::atomic<int> failures{0};
+    auto stamp = [](void* block, std::size_t size) {
+      std::memcpy(block, &size, sizeof size);
+      for (std::size_t offset = sizeof size; offset < size - 1; offset += 4096) static_cast<unsigned char*>(block)[offset] = static_cast<unsigned char>(size);
+      static_cast<unsigned char*>(block)[size - 1] = static_cast<unsigned char>(size >> 8);
+    };
+    auto intact = [](void* block) {
+      std::size_t size;
+      std::memcpy(&size, block, sizeof size);
+      for (std::size_t offset = sizeof size; offset < size - 1; offset += 4096)
+        if (static_cast<unsigned char*>(block)[offset] != static_cast<unsigned char>(size)) return false;
+      return static_cast<unsigned char*>(block)[size - 1] == static_cast<unsigned char>(size >> 8);
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937_64 rng(77 + t);
+        std::vector<void*> mine(4, nullptr);
+        for (int round = 0; round < kRounds; ++round) {
+          std::size_t victim = rng() % mine.size();
+          if (mine[victim] != nullptr) {
+            if (!intact(mine[victim])) ++failures;
+            heap.free(mine[victim]);
+          }
+          std::size_t size = 16 * 1024 + rng() % (240 * 1024);
+          mine[victim] = heap.malloc(size);
+          if (mine[victim] == nullptr || heap.getSize(mine[victim]) < size) {
+            ++failures;
+            return;
+          }
+          stamp(mine[victim], size);
+          if (rng() % 4 == 0) mine[victim] = swap[rng() % swap.size()].exchange(mine[victim]);
+        }
+        for (void* block : mine) {
+          if (block != nullptr && !intact(block)) ++failures;
+          heap.free(block);
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    for (auto& slot : swap) {
+      void* block = slot.exchange(nullptr);
+      if (block != nullptr && !intact(block)) ++failures;
+      heap.free(block);
+    }
+    EXPECT_EQ(failures.load(), 0);
+  }
+  EXPECT_EQ(TeardownAudit::leftoverBytes, 0u);
 }
 
 TEST(ScalableHeap, DestructionReturnsCachedLargeBlocks) {

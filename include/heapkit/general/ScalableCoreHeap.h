@@ -30,6 +30,7 @@
 #include "heapkit/building/SizeClasses.h"
 #include "heapkit/combining/AdaptiveThresholdHeap.h"
 #include "heapkit/combining/LargeObjectHeap.h"
+#include "heapkit/combining/SpanCache.h"
 #include "heapkit/combining/SuperblockHeap.h"
 #include "heapkit/combining/SuperblockPool.h"
 #include "heapkit/top/MmapHeap.h"
@@ -54,6 +55,9 @@ struct ScalableCoreConfig {
   CacheLimits cache = kScalableLargeCacheLimits;
   // Segments: the delay (in span operations) and the budget of free resident pages.
   SegmentConfig segments{};
+  // The medium blocks each thread keeps (combining/SpanCache.h; ScalableHeap only: this
+  // single-thread heap takes no lock to spare).
+  SpanCacheConfig spanCache{};
 };
 
 // The layers every thread's heap shares: medium and large blocks, the superblock pool,

@@ -7,6 +7,8 @@
 //   SuperblockHeap<ScalableSizeClasses, .., RemoteFrees>   one per thread: small objects
 //                                            (combining/SuperblockHeap.h, building/Superblock.h,
 //                                            building/SizeClasses.h)
+//   SpanCache                                one per thread: medium blocks it freed, kept
+//                                            (combining/SpanCache.h)
 //   ScalableSharedLayers<Top>, under one lock  shared by the threads (general/ScalableCoreHeap.h):
 //     LargeObjectHeap<                       medium blocks as spans, large blocks cached
 //       SuperblockPool<                      empty superblocks, warm then purged
@@ -34,6 +36,8 @@
 //  - Medium blocks (over 32 KiB, up to 1 MiB) are spans of the same segments, reused by
 //    any thread after a free by any thread, their pages purged after a delay or over a
 //    budget that follows the program (building/SegmentHeap.h): no system call per block.
+//    Each thread keeps the blocks it freed since its last request none of them fitted,
+//    and serves its requests from them without the pool lock (combining/SpanCache.h).
 //  - Larger blocks get a block of their own from Top, kept for reuse when freed (up to
 //    32 MiB, within twice the biggest freed recently, 4 to 64 MiB; combining/
 //    LargeObjectHeap.h, AdaptiveThresholdHeap.h).
@@ -60,6 +64,7 @@
 
 #include "heapkit/building/SizeClasses.h"
 #include "heapkit/building/Superblock.h"
+#include "heapkit/combining/SpanCache.h"
 #include "heapkit/combining/SuperblockHeap.h"
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/Hardening.h"
@@ -124,6 +129,7 @@ class ScalableHeap {
     }
     using ThreadHeap::freeToken;
     ScalableHeap* instance;
+    SpanCache spans;  // the medium blocks this thread freed last (combining/SpanCache.h)
     ThreadHeapState* nextFree = nullptr;
     ThreadHeapState* nextAll = nullptr;
     std::uint32_t thread = 0;  // the thread it serves, for SelectedThreadHeaps
@@ -134,7 +140,8 @@ class ScalableHeap {
   // with classes by type (libheapkit.so's, an emitted design's) holds the same bytes per
   // thread as the simulator's. At most a page more per thread, never touched.
   static constexpr std::size_t kThreadHeapBytes =
-      alignUp(std::max(sizeof(ThreadHeapState), sizeof(SuperblockHeap<SizeClassTable, SharedRef, true>) + 64), 4096);
+      alignUp(std::max(sizeof(ThreadHeapState), sizeof(SuperblockHeap<SizeClassTable, SharedRef, true>) + sizeof(SpanCache) + 64),
+              4096);
   static constexpr std::size_t kDirectBytes = ThreadHeap::kDirectBytes;
 
  public:
@@ -151,6 +158,7 @@ class ScalableHeap {
   explicit ScalableHeap(const ScalableCoreConfig& config, TopArgs&&... topArgs)
       : registry_(&onThreadExit),
         classes_(classesOf(config)),
+        spanCache_(config.spanCache),
         shared_(config.large, config.pool, config.cache, config.segments, static_cast<TopArgs&&>(topArgs)...) {}
   ScalableHeap(const ScalableHeap&) = delete;
   ScalableHeap& operator=(const ScalableHeap&) = delete;
@@ -320,6 +328,15 @@ class ScalableHeap {
   // segments they are cut from.
   std::size_t pooledSuperblocks() const { return locked(&Shared::pooledSuperblocks); }
   std::size_t segments() const { return locked(&Shared::segmentCount); }
+  // Medium blocks this thread keeps, and their pages' bytes (tests).
+  std::size_t keptSpanBlocks() {
+    ThreadHeapState* heap = myHeap(false);
+    return heap == nullptr ? 0 : heap->spans.blocks();
+  }
+  std::size_t keptSpanBytes() {
+    ThreadHeapState* heap = myHeap(false);
+    return heap == nullptr ? 0 : heap->spans.bytes();
+  }
   // Resident bytes of free spans kept for reuse (tests).
   std::size_t residentFreeBytes() const { return locked(&Shared::residentFreeBytes); }
 
@@ -358,6 +375,10 @@ class ScalableHeap {
 
   void releaseHeap(ThreadHeapState* heap) {
     Threads::uncache(heap);
+    if (heap->spans.blocks() != 0) {
+      LockGuard<AdaptiveMutexLock> guard(poolLock_);
+      heap->spans.giveBackAll(*this, shared_);
+    }
     heap->releaseEmptySuperblocks();
     registry_.release(heap);
   }
@@ -369,11 +390,29 @@ class ScalableHeap {
     return heap->allocSmallSlow(size);
   }
 
+  // Medium blocks: this thread's kept ones first, without the lock (combining/SpanCache.h).
   [[gnu::noinline]] void* mallocLarge(std::size_t size, std::size_t alignment) {
+    if (alignment <= kMinAlignment && Threads::threadCache.instanceId == registry_.id()) {
+      ThreadHeapState* heap = Threads::threadCache.heap;
+      if (void* block = heap->spans.template take<Shared>(*this, spanCache_, size)) return block;
+      LockGuard<AdaptiveMutexLock> guard(poolLock_);
+      heap->spans.giveBackAll(*this, shared_);  // none fitted: the segments split it from them
+      return shared_.mallocLarge(size, alignment);
+    }
     LockGuard<AdaptiveMutexLock> guard(poolLock_);
     return shared_.mallocLarge(size, alignment);
   }
   void freeLarge(Superblock* sb) {
+    if (Threads::threadCache.instanceId == registry_.id()) {
+      ThreadHeapState* heap = Threads::threadCache.heap;
+      bool full;
+      if (heap->spans.template keep<Shared>(*this, spanCache_, sb, full)) return;
+      if (full) {
+        LockGuard<AdaptiveMutexLock> guard(poolLock_);
+        heap->spans.giveBackFor(*this, shared_, spanCache_, sb);
+        return;
+      }
+    }
     LockGuard<AdaptiveMutexLock> guard(poolLock_);
     shared_.freeLarge(sb);
   }
@@ -407,6 +446,7 @@ class ScalableHeap {
 
   Threads registry_;
   Classes classes_;
+  SpanCacheConfig spanCache_;
   mutable AdaptiveMutexLock poolLock_;  // guards shared_; taken after the registry's lock
   Shared shared_;
 };
