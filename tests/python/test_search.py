@@ -296,6 +296,54 @@ def test_subtree_crossover_swaps_subtrees_deriving_the_same_nonterminal(churn_tr
     assert swapped > 0.6 * tried, (swapped, tried)  # the others share no subtree but the root's: a cut
 
 
+def test_leaf_neighbours_change_one_setting_each(churn_trace):
+    grammar = generate_for_trace(churn_trace)
+    rng = random.Random(11)
+    checked = 0
+    while checked < 100:
+        genome = [rng.randrange(256) for _ in range(rng.randint(16, 48))]
+        tree = grammar.subtrees(genome)
+        if tree is None:
+            continue
+        literal = [(s, a, b) for s, a, b in tree if len(grammar.rules[s]) > 1 and b - a == 1 and
+                   not any(i.startswith("<") for alt in grammar.rules[s] for i in alt)]
+        neighbours = hs.leaf_neighbours(grammar, genome)
+        assert len(neighbours) == sum(len(grammar.rules[s]) - 1 for s, _, _ in literal)
+        texts = {grammar.derive(n) for n in neighbours}
+        assert len(texts) == len(neighbours) and grammar.derive(genome) not in texts
+        for n in neighbours:
+            changed = [i for i in range(len(genome)) if n[i] != genome[i]]
+            assert len(changed) == 1 and changed[0] in {a for _, a, _ in literal}
+            assert 0 <= n[changed[0]] < 256 and grammar.subtrees(n) is not None
+        checked += 1
+
+
+def test_refine_front_steps_from_the_designs_adding_most(churn_trace):
+    """The Pareto local search's genomes: valid designs not seen before, all distinct, each
+    one setting away from a design of the front, the design adding most to the
+    hypervolume first; when asked for more than the neighbourhoods hold, all of them."""
+    grammar = generate_for_trace(churn_trace)
+    genomes = [g for name, g in hs.seed_genomes(grammar, fitted=True).items() if name.startswith("PS")][:3]
+    assert len(genomes) == 3
+    # A front of three points (time, footprint, energy over 1): the middle one adds most.
+    points = [(0.5, 1.9, 1.0), (0.9, 0.9, 1.0), (1.9, 0.5, 1.0)]
+    front = [hs.Design(hs._design_of(grammar, g), {"predicted_ns": t, "work": t, "peak_footprint": f, "energy_nj": e}, g)
+             for g, (t, f, e) in zip(genomes, points)]
+    seen = {d.spec.key for d in front}
+    made = hs.refine_front(grammar, front, [1.0, 1.0, 1.0], hs.DEFAULT_OBJECTIVES, 5, seen, random.Random(3))
+    assert len(made) == 5
+    keys = [hs._design_of(grammar, g).key for g in made]
+    assert len(set(keys)) == 5 and set(keys) <= seen
+    # In turn, the largest contribution first (the middle point's; the other two add alike).
+    for genome, parent in zip(made, (1, 0, 2, 1, 0)):
+        assert genome in hs.leaf_neighbours(grammar, front[parent].genome)
+    everything = hs.refine_front(grammar, front, [1.0, 1.0, 1.0], hs.DEFAULT_OBJECTIVES, 10_000,
+                                 {d.spec.key for d in front}, random.Random(3))
+    neighbourhood = {hs._design_of(grammar, n).key for d in front for n in hs.leaf_neighbours(grammar, d.genome)
+                     if hs._design_of(grammar, n) is not None} - {d.spec.key for d in front}
+    assert {hs._design_of(grammar, g).key for g in everything} == neighbourhood
+
+
 def test_the_population_holds_one_design_per_point(churn_trace, tmp_path):
     """Designs whose objectives are those of a design already selected (settings that change
     nothing on this trace) come after every other point: the population explores instead of
