@@ -82,10 +82,10 @@ LOCAL_MUTATION = 0.5
 # Designs needing more steps per operation than this (a long list walked on every free)
 # are abandoned: nothing a search would pick, and they could take hours on a large trace.
 MAX_STEPS_PER_EVENT = 400
-# Pareto local search (refine_front): from generation REFINE_AFTER x generations on, this
-# share of each generation's offspring is one setting away from a design of the front.
-REFINE = 0.5
-REFINE_AFTER = 0.5
+# Pareto local search (refine_front): the share of each generation's offspring made one
+# setting or one part away from a design of the front (docs/search.md, "Pareto local
+# search"); a quarter did better than none or a half against random sampling.
+REFINE = 0.25
 
 
 @dataclass
@@ -348,7 +348,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
            progress: Progress | None = None, runner: Optional[Callable[[list[Spec]], list[dict]]] = None,
            diverse: bool = True, seed_fitted: bool = True, immigrants: float = 0.25,
            operators: str = "subtree", unique_points: bool = True, screen: int = SCREEN,
-           hv_selection: bool = True, refine: float = REFINE, refine_after: float = REFINE_AFTER) -> SearchResult:
+           hv_selection: bool = True, refine: float = REFINE) -> SearchResult:
     """Grammatical evolution of DMM designs for ``trace``; writes ``out_dir/checkpoint.pkl``
     after each generation and returns the front (see the module's docstring). With
     ``diverse`` (the default), every genome of the first population and every offspring
@@ -432,7 +432,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
     if resume and checkpoint_path.exists():
         with open(checkpoint_path, "rb") as f:
             state = pickle.load(f)
-        if state["settings"] != _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants, operators, unique_points, screen, hv_selection, refine, refine_after):
+        if state["settings"] != _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants, operators, unique_points, screen, hv_selection, refine):
             raise ValueError(f"{checkpoint_path} is of a search with other settings: start afresh without --resume")
         rng = random.Random()
         rng.setstate(state["rng"])
@@ -552,9 +552,9 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
             pools = [breed(pop)] + [breed(pop, with_immigrants=False) for _ in range(screen - 1)]
             seen = set(archive) | set(preset_names)
             refined = []
-            if refine > 0 and generation >= refine_after * generations:
-                # Pareto local search: a share of the offspring one setting away from the
-                # front's designs (refine_front), the rest bred as before.
+            if refine > 0:
+                # Pareto local search: a share of the offspring one setting or one part
+                # away from the front's designs (refine_front), the rest bred as before.
                 front = non_dominated(list(archive.values()), objectives)
                 refined = [_make(fitness_class, g) for g in
                            refine_front(grammar, front, [baseline.objective(o) for o in objectives], objectives,
@@ -579,7 +579,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
                             "individuals": individuals_evaluated, "distinct": len(archive),
                             "seconds": time.monotonic() - started})
             with open(checkpoint_path.with_suffix(".tmp"), "wb") as f:
-                pickle.dump({"settings": _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants, operators, unique_points, screen, hv_selection, refine, refine_after),
+                pickle.dump({"settings": _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants, operators, unique_points, screen, hv_selection, refine),
                              "rng": rng.getstate(), "generation": generation, "history": history,
                              "population": [list(i) for i in pop],
                              "archive": [(d.spec.normalized, d.spec.name, d.metrics, d.genome) for d in archive.values()],
@@ -798,14 +798,78 @@ def leaf_neighbours(grammar: Grammar, genome: Sequence[int]) -> list[list[int]]:
     return out
 
 
+def _derivation(grammar: Grammar, genome: Sequence[int]):
+    """The derivation tree of ``genome``: (symbol, start, end, children) with
+    genome[start:end] the codons its subtree reads; None when it wraps around the genome."""
+    position = 0
+
+    def expand(symbol: str):
+        nonlocal position
+        start, alternatives = position, grammar.rules[symbol]
+        choice = 0
+        if len(alternatives) > 1:
+            if position >= len(genome):
+                return None
+            choice = genome[position] % len(alternatives)
+            position += 1
+        children = []
+        for item in alternatives[choice]:
+            if item.startswith("<"):
+                child = expand(item)
+                if child is None:
+                    return None
+                children.append(child)
+        return (symbol, start, position, children)
+
+    return expand(grammar.start)
+
+
+def part_neighbours(grammar: Grammar, genome: Sequence[int], rng: random.Random) -> list[list[int]]:
+    """Genomes one part away from ``genome``: at each choice whose alternatives are not all
+    literal (how many parts a design has, a part's mechanism, the general allocator, a
+    list's structure...), each other alternative, keeping the subtrees of the current one
+    that it has too (in order: one part more keeps the design's parts and general
+    allocator, one part fewer drops the last part), random choices for the rest; the rest
+    of the genome kept. Empty when the derivation wraps around the genome."""
+    tree = _derivation(grammar, genome)
+    if tree is None:
+        return []
+    out, todo = [], [tree]
+    while todo:
+        symbol, start, end, children = todo.pop()
+        todo.extend(children)
+        alternatives = grammar.rules[symbol]
+        if len(alternatives) < 2 or \
+                not any(item.startswith("<") for alternative in alternatives for item in alternative):
+            continue
+        old = genome[start] % len(alternatives)
+        for other in range(len(alternatives)):
+            if other == old:
+                continue
+            block = [other + len(alternatives) * rng.randrange(256 // len(alternatives))]
+            unused = list(children)
+            for item in alternatives[other]:
+                if not item.startswith("<"):
+                    continue
+                match = next((c for c in unused if c[0] == item), None)
+                if match is not None:
+                    unused = unused[unused.index(match) + 1:]
+                    block += list(genome[match[1]:match[2]])
+                else:
+                    block += grammar.random_subtree(item, rng)
+            out.append(list(genome[:start]) + block + list(genome[end:]))
+    return out
+
+
 def refine_front(grammar: Grammar, front: Sequence[Design], baseline: Sequence[float], objectives: Sequence[str],
                  count: int, seen: set[str], rng: random.Random) -> list[list[int]]:
     """Up to ``count`` genomes for a Pareto local search around ``front``: each one setting
     away from a design of the front (:func:`leaf_neighbours`), deriving a valid design
-    not in ``seen`` (added to it). The front's designs are taken in turn, those adding
-    most to the hypervolume first (objectives over ``baseline``'s, the search's box), and
-    each gives one random neighbour not yet evaluated per turn, until ``count`` are made
-    or every neighbourhood is exhausted. A step random sampling cannot take: it tries the
+    not in ``seen`` (added to it). The front's designs that add to the hypervolume
+    (objectives over ``baseline``'s, the search's box) are taken in turn, those adding
+    most first, each giving one random neighbour not yet evaluated per turn; the others
+    only when those neighbourhoods are spent; until ``count`` are made or every
+    neighbourhood is. A step random sampling cannot take: it tries the
     settings next to the best designs found, one at a time."""
     parents = [d for d in front if d.genome]
     if not parents or count <= 0:
@@ -816,24 +880,27 @@ def refine_front(grammar: Grammar, front: Sequence[Design], baseline: Sequence[f
     gains = np.zeros(len(parents))
     if inside.any():
         gains[inside] = moocore.hv_contributions(points[inside], ref=[REFERENCE] * len(base))
-    order = sorted(range(len(parents)), key=lambda i: -gains[i])
     pending = {}
-    for i in order:
-        neighbours = leaf_neighbours(grammar, parents[i].genome)
+    for i in range(len(parents)):
+        neighbours = leaf_neighbours(grammar, parents[i].genome) + part_neighbours(grammar, parents[i].genome, rng)
         rng.shuffle(neighbours)
         pending[i] = neighbours
     made: list[list[int]] = []
-    while len(made) < count and any(pending.values()):
-        for i in order:
-            while pending[i]:
-                genome = pending[i].pop()
-                spec = _design_of(grammar, genome)
-                if spec is not None and spec.key not in seen:
-                    seen.add(spec.key)
-                    made.append(genome)
+    # The designs adding to the hypervolume first, in turn; those adding nothing (beyond
+    # the box, or tied with another) only once every neighbourhood of the others is spent.
+    adding = sorted((i for i in range(len(parents)) if gains[i] > 0), key=lambda i: -gains[i])
+    for order in (adding, [i for i in range(len(parents)) if gains[i] <= 0]):
+        while len(made) < count and any(pending[i] for i in order):
+            for i in order:
+                while pending[i]:
+                    genome = pending[i].pop()
+                    spec = _design_of(grammar, genome)
+                    if spec is not None and spec.key not in seen:
+                        seen.add(spec.key)
+                        made.append(genome)
+                        break
+                if len(made) == count:
                     break
-            if len(made) == count:
-                break
     return made
 
 
@@ -874,12 +941,12 @@ def _make(fitness_class, genome: Sequence[int]) -> _Individual:
 
 def _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse=True,
               seed_fitted=True, immigrants=0.0, operators="codon", unique_points=False, screen=1, hv_selection=False,
-              refine=0.0, refine_after=0.0) -> dict:
+              refine=0.0) -> dict:
     return {"objectives": list(objectives), "weights": list(weights) if weights else None, "population": population,
             "mutation": mutation, "crossover": crossover, "seed": seed, "diverse": diverse, "seed_fitted": seed_fitted,
             "immigrants": immigrants, "operators": operators,
             "unique_points": unique_points, "screen": screen, "hv_selection": hv_selection,
-            "refine": refine, "refine_after": refine_after,
+            "refine": refine,
             "grammar": hashlib.sha256(grammar.to_text().encode()).hexdigest()}
 
 
