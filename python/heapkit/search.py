@@ -16,7 +16,9 @@ between parents or redrawn, the rest of the design kept (:func:`subtree_crossove
 GE's one-point crossover and per-codon mutation). With ``screen`` > 1 a surrogate model
 (:mod:`heapkit.surrogate`) picks which of several candidates to simulate. Every offspring
 derives a design not evaluated before (:func:`make_new`), and a share of them are random
-immigrants.
+immigrants. A quarter of each generation's offspring are not bred but made one setting or
+one part away from the front's designs, those adding most to its hypervolume first
+(:func:`refine_front`: a Pareto local search).
 
 Evaluations are simulations (:func:`heapkit.simulate`) on threads, memoised by the
 design's normalised form in an on-disk cache that later runs reuse. A checkpoint after
@@ -952,5 +954,6 @@ def _settings(objectives, weights, population, mutation, crossover, seed, gramma
 
 __all__ = ["DEFAULT_OBJECTIVES", "Design", "EvaluationCache", "Evaluator", "OBJECTIVES", "OPERATORS", "REFERENCE",
            "SearchResult", "choice_crossover", "choice_mutation", "confirm", "default_cache_path", "dominates",
-           "hypervolume", "make_new", "non_dominated", "leaf_mutation", "random_sample", "search", "truncate_by_contribution", "seed_genomes", "subtree_crossover",
+           "hypervolume", "make_new", "non_dominated", "leaf_mutation", "leaf_neighbours", "part_neighbours",
+           "random_sample", "refine_front", "search", "truncate_by_contribution", "seed_genomes", "subtree_crossover",
            "subtree_mutation", "write_front"]
