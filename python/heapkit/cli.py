@@ -533,6 +533,9 @@ def _design_table(title: str, designs, objectives, references: dict[str, dict[st
               help="Per-codon probability (--operators codon).")
 @click.option("--immigrants", type=click.FloatRange(0, 1), default=0.25, show_default=True,
               help="Share of each generation's offspring replaced by random genomes.")
+@click.option("--refine", type=click.FloatRange(0, 1), default=0.25, show_default=True,
+              help="Share of each generation's offspring made one setting or one part away from a design of the "
+                   "front, those adding most to its hypervolume first (Pareto local search; 0: none).")
 @click.option("--screen", type=click.IntRange(min=1), default=1, show_default=True,
               help="Candidates made for each offspring; a model learnt from the designs simulated so far picks the "
                    "one to simulate (1: no screening; docs/search.md says when it helps).")
@@ -551,7 +554,8 @@ def _design_table(title: str, designs, objectives, references: dict[str, dict[st
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write an HTML report (profile, the front, convergence, DMM maps).")
 def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: str, weights: str | None, population: int,
-           generations: int, operators: str, mutation: float, immigrants: float, screen: int, crossover: float, seed: int,
+           generations: int, operators: str, mutation: float, immigrants: float, refine: float, screen: int, crossover: float,
+           seed: int,
            resume: bool, cache: Path | None, threads: int | None, cluster: str | None, sample: int | None,
            energy: Path | None, no_glibc: bool,
            report_path: Path | None) -> None:
@@ -586,7 +590,7 @@ def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: st
         front, result = find_designs(trace, out_dir, objectives=chosen, sample=sample, glibc_reference=not no_glibc,
                                      progress=progress, grammar=grammar_obj, weights=weight_values,
                                      population=population, generations=generations, mutation=mutation,
-                                     immigrants=immigrants, operators=operators, screen=screen,
+                                     immigrants=immigrants, refine=refine, operators=operators, screen=screen,
                                      crossover=crossover, seed=seed, resume=resume, cache=cache, threads=threads,
                                      energy=model, runner=runner)
     if result.interrupted:

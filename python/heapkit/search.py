@@ -16,7 +16,9 @@ between parents or redrawn, the rest of the design kept (:func:`subtree_crossove
 GE's one-point crossover and per-codon mutation). With ``screen`` > 1 a surrogate model
 (:mod:`heapkit.surrogate`) picks which of several candidates to simulate. Every offspring
 derives a design not evaluated before (:func:`make_new`), and a share of them are random
-immigrants.
+immigrants. A quarter of each generation's offspring are not bred but made one setting or
+one part away from the front's designs, those adding most to its hypervolume first
+(:func:`refine_front`: a Pareto local search).
 
 Evaluations are simulations (:func:`heapkit.simulate`) on threads, memoised by the
 design's normalised form in an on-disk cache that later runs reuse. A checkpoint after
@@ -82,6 +84,10 @@ LOCAL_MUTATION = 0.5
 # Designs needing more steps per operation than this (a long list walked on every free)
 # are abandoned: nothing a search would pick, and they could take hours on a large trace.
 MAX_STEPS_PER_EVENT = 400
+# Pareto local search (refine_front): the share of each generation's offspring made one
+# setting or one part away from a design of the front (docs/search.md, "Pareto local
+# search"); a quarter did better than none or a half against random sampling.
+REFINE = 0.25
 
 
 @dataclass
@@ -344,7 +350,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
            progress: Progress | None = None, runner: Optional[Callable[[list[Spec]], list[dict]]] = None,
            diverse: bool = True, seed_fitted: bool = True, immigrants: float = 0.25,
            operators: str = "subtree", unique_points: bool = True, screen: int = SCREEN,
-           hv_selection: bool = True) -> SearchResult:
+           hv_selection: bool = True, refine: float = REFINE) -> SearchResult:
     """Grammatical evolution of DMM designs for ``trace``; writes ``out_dir/checkpoint.pkl``
     after each generation and returns the front (see the module's docstring). With
     ``diverse`` (the default), every genome of the first population and every offspring
@@ -428,7 +434,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
     if resume and checkpoint_path.exists():
         with open(checkpoint_path, "rb") as f:
             state = pickle.load(f)
-        if state["settings"] != _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants, operators, unique_points, screen, hv_selection):
+        if state["settings"] != _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants, operators, unique_points, screen, hv_selection, refine):
             raise ValueError(f"{checkpoint_path} is of a search with other settings: start afresh without --resume")
         rng = random.Random()
         rng.setstate(state["rng"])
@@ -546,15 +552,24 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
             # With screening, `screen` candidates for each offspring, made alike (the same
             # operators, immigrants in the same share); the model picks one of each.
             pools = [breed(pop)] + [breed(pop, with_immigrants=False) for _ in range(screen - 1)]
+            seen = set(archive) | set(preset_names)
+            refined = []
+            if refine > 0:
+                # Pareto local search: a share of the offspring one setting or one part
+                # away from the front's designs (refine_front), the rest bred as before.
+                front = non_dominated(list(archive.values()), objectives)
+                refined = [_make(fitness_class, g) for g in
+                           refine_front(grammar, front, [baseline.objective(o) for o in objectives], objectives,
+                                        round(refine * population), seen, rng)]
+                pools = [pool[:population - len(refined)] for pool in pools]
             if diverse:
                 # An offspring whose design the search has already evaluated (or another
                 # offspring of this generation derives) would cost an evaluation and teach
                 # nothing: mutated further until its design is new.
-                seen = set(archive) | set(preset_names)
                 for pool in pools:
                     for individual in pool:
                         make_new(grammar, individual, seen, rng)
-            offspring = pools[0] if len(pools) == 1 else screened(pools)
+            offspring = (pools[0] if len(pools) == 1 else screened(pools)) + refined
             evaluate_population(offspring)
             pop = pop + offspring
             generation += 1
@@ -566,7 +581,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
                             "individuals": individuals_evaluated, "distinct": len(archive),
                             "seconds": time.monotonic() - started})
             with open(checkpoint_path.with_suffix(".tmp"), "wb") as f:
-                pickle.dump({"settings": _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants, operators, unique_points, screen, hv_selection),
+                pickle.dump({"settings": _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants, operators, unique_points, screen, hv_selection, refine),
                              "rng": rng.getstate(), "generation": generation, "history": history,
                              "population": [list(i) for i in pop],
                              "archive": [(d.spec.normalized, d.spec.name, d.metrics, d.genome) for d in archive.values()],
@@ -764,6 +779,133 @@ def leaf_mutation(grammar: Grammar, genome: list[int], rng: random.Random) -> No
     genome[start] = (old + 1 + rng.randrange(count - 1)) % count + count * rng.randrange(256 // count)
 
 
+def leaf_neighbours(grammar: Grammar, genome: Sequence[int]) -> list[list[int]]:
+    """Every genome one setting away from ``genome``: at each choice whose alternatives are
+    all literal (a bound, a header, a chunk size, a class list, a class count, one of
+    page_segregated's policies...), each other alternative, the rest of the genome kept
+    (so the rest of the design too). Empty when the derivation wraps around the genome."""
+    out = []
+    for symbol, start, end in grammar.subtrees(genome) or []:
+        alternatives = grammar.rules[symbol]
+        if len(alternatives) < 2 or end - start != 1 or \
+                any(item.startswith("<") for alternative in alternatives for item in alternative):
+            continue
+        old = genome[start] % len(alternatives)
+        for other in range(len(alternatives)):
+            if other != old:
+                neighbour = list(genome)
+                value = genome[start] - old + other
+                neighbour[start] = value if value < 256 else value - len(alternatives)
+                out.append(neighbour)
+    return out
+
+
+def _derivation(grammar: Grammar, genome: Sequence[int]):
+    """The derivation tree of ``genome``: (symbol, start, end, children) with
+    genome[start:end] the codons its subtree reads; None when it wraps around the genome."""
+    position = 0
+
+    def expand(symbol: str):
+        nonlocal position
+        start, alternatives = position, grammar.rules[symbol]
+        choice = 0
+        if len(alternatives) > 1:
+            if position >= len(genome):
+                return None
+            choice = genome[position] % len(alternatives)
+            position += 1
+        children = []
+        for item in alternatives[choice]:
+            if item.startswith("<"):
+                child = expand(item)
+                if child is None:
+                    return None
+                children.append(child)
+        return (symbol, start, position, children)
+
+    return expand(grammar.start)
+
+
+def part_neighbours(grammar: Grammar, genome: Sequence[int], rng: random.Random) -> list[list[int]]:
+    """Genomes one part away from ``genome``: at each choice whose alternatives are not all
+    literal (how many parts a design has, a part's mechanism, the general allocator, a
+    list's structure...), each other alternative, keeping the subtrees of the current one
+    that it has too (in order: one part more keeps the design's parts and general
+    allocator, one part fewer drops the last part), random choices for the rest; the rest
+    of the genome kept. Empty when the derivation wraps around the genome."""
+    tree = _derivation(grammar, genome)
+    if tree is None:
+        return []
+    out, todo = [], [tree]
+    while todo:
+        symbol, start, end, children = todo.pop()
+        todo.extend(children)
+        alternatives = grammar.rules[symbol]
+        if len(alternatives) < 2 or \
+                not any(item.startswith("<") for alternative in alternatives for item in alternative):
+            continue
+        old = genome[start] % len(alternatives)
+        for other in range(len(alternatives)):
+            if other == old:
+                continue
+            block = [other + len(alternatives) * rng.randrange(256 // len(alternatives))]
+            unused = list(children)
+            for item in alternatives[other]:
+                if not item.startswith("<"):
+                    continue
+                match = next((c for c in unused if c[0] == item), None)
+                if match is not None:
+                    unused = unused[unused.index(match) + 1:]
+                    block += list(genome[match[1]:match[2]])
+                else:
+                    block += grammar.random_subtree(item, rng)
+            out.append(list(genome[:start]) + block + list(genome[end:]))
+    return out
+
+
+def refine_front(grammar: Grammar, front: Sequence[Design], baseline: Sequence[float], objectives: Sequence[str],
+                 count: int, seen: set[str], rng: random.Random) -> list[list[int]]:
+    """Up to ``count`` genomes for a Pareto local search around ``front``: each one setting
+    away from a design of the front (:func:`leaf_neighbours`), deriving a valid design
+    not in ``seen`` (added to it). The front's designs that add to the hypervolume
+    (objectives over ``baseline``'s, the search's box) are taken in turn, those adding
+    most first, each giving one random neighbour not yet evaluated per turn; the others
+    only when those neighbourhoods are spent; until ``count`` are made or every
+    neighbourhood is. A step random sampling cannot take: it tries the
+    settings next to the best designs found, one at a time."""
+    parents = [d for d in front if d.genome]
+    if not parents or count <= 0:
+        return []
+    base = np.maximum(np.asarray(baseline, dtype=np.float64), 1e-12)
+    points = np.array([[d.objective(o) for o in objectives] for d in parents]) / base
+    inside = (points < REFERENCE).all(axis=1)
+    gains = np.zeros(len(parents))
+    if inside.any():
+        gains[inside] = moocore.hv_contributions(points[inside], ref=[REFERENCE] * len(base))
+    pending = {}
+    for i in range(len(parents)):
+        neighbours = leaf_neighbours(grammar, parents[i].genome) + part_neighbours(grammar, parents[i].genome, rng)
+        rng.shuffle(neighbours)
+        pending[i] = neighbours
+    made: list[list[int]] = []
+    # The designs adding to the hypervolume first, in turn; those adding nothing (beyond
+    # the box, or tied with another) only once every neighbourhood of the others is spent.
+    adding = sorted((i for i in range(len(parents)) if gains[i] > 0), key=lambda i: -gains[i])
+    for order in (adding, [i for i in range(len(parents)) if gains[i] <= 0]):
+        while len(made) < count and any(pending[i] for i in order):
+            for i in order:
+                while pending[i]:
+                    genome = pending[i].pop()
+                    spec = _design_of(grammar, genome)
+                    if spec is not None and spec.key not in seen:
+                        seen.add(spec.key)
+                        made.append(genome)
+                        break
+                if len(made) == count:
+                    break
+    return made
+
+
 def choice_crossover(grammar: Grammar, a: list[int], b: list[int], rng: random.Random) -> None:
     """One-point crossover with the cut among the codons both derivations read: the head
     of one parent's choices with the tail of the other's. (A cut beyond the codons a
@@ -800,15 +942,18 @@ def _make(fitness_class, genome: Sequence[int]) -> _Individual:
 
 
 def _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse=True,
-              seed_fitted=True, immigrants=0.0, operators="codon", unique_points=False, screen=1, hv_selection=False) -> dict:
+              seed_fitted=True, immigrants=0.0, operators="codon", unique_points=False, screen=1, hv_selection=False,
+              refine=0.0) -> dict:
     return {"objectives": list(objectives), "weights": list(weights) if weights else None, "population": population,
             "mutation": mutation, "crossover": crossover, "seed": seed, "diverse": diverse, "seed_fitted": seed_fitted,
             "immigrants": immigrants, "operators": operators,
             "unique_points": unique_points, "screen": screen, "hv_selection": hv_selection,
+            "refine": refine,
             "grammar": hashlib.sha256(grammar.to_text().encode()).hexdigest()}
 
 
 __all__ = ["DEFAULT_OBJECTIVES", "Design", "EvaluationCache", "Evaluator", "OBJECTIVES", "OPERATORS", "REFERENCE",
            "SearchResult", "choice_crossover", "choice_mutation", "confirm", "default_cache_path", "dominates",
-           "hypervolume", "make_new", "non_dominated", "leaf_mutation", "random_sample", "search", "truncate_by_contribution", "seed_genomes", "subtree_crossover",
+           "hypervolume", "make_new", "non_dominated", "leaf_mutation", "leaf_neighbours", "part_neighbours",
+           "random_sample", "refine_front", "search", "truncate_by_contribution", "seed_genomes", "subtree_crossover",
            "subtree_mutation", "write_front"]

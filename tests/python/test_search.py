@@ -296,6 +296,80 @@ def test_subtree_crossover_swaps_subtrees_deriving_the_same_nonterminal(churn_tr
     assert swapped > 0.6 * tried, (swapped, tried)  # the others share no subtree but the root's: a cut
 
 
+def test_leaf_neighbours_change_one_setting_each(churn_trace):
+    grammar = generate_for_trace(churn_trace)
+    rng = random.Random(11)
+    checked = 0
+    while checked < 100:
+        genome = [rng.randrange(256) for _ in range(rng.randint(16, 48))]
+        tree = grammar.subtrees(genome)
+        if tree is None:
+            continue
+        literal = [(s, a, b) for s, a, b in tree if len(grammar.rules[s]) > 1 and b - a == 1 and
+                   not any(i.startswith("<") for alt in grammar.rules[s] for i in alt)]
+        neighbours = hs.leaf_neighbours(grammar, genome)
+        assert len(neighbours) == sum(len(grammar.rules[s]) - 1 for s, _, _ in literal)
+        texts = {grammar.derive(n) for n in neighbours}
+        assert len(texts) == len(neighbours) and grammar.derive(genome) not in texts
+        for n in neighbours:
+            changed = [i for i in range(len(genome)) if n[i] != genome[i]]
+            assert len(changed) == 1 and changed[0] in {a for _, a, _ in literal}
+            assert 0 <= n[changed[0]] < 256 and grammar.subtrees(n) is not None
+        checked += 1
+
+
+def test_part_neighbours_change_one_part_and_keep_the_rest(churn_trace):
+    grammar = generate_for_trace(churn_trace)
+    rng = random.Random(12)
+    checked = 0
+    while checked < 100:
+        genome = [rng.randrange(256) for _ in range(rng.randint(16, 48))]
+        tree = grammar.subtrees(genome)
+        if tree is None or hs._design_of(grammar, genome) is None:
+            continue
+        structural = {(s, a, b) for s, a, b in tree if len(grammar.rules[s]) > 1 and
+                      any(i.startswith("<") for alt in grammar.rules[s] for i in alt)}
+        neighbours = hs.part_neighbours(grammar, genome, rng)
+        assert len(neighbours) == sum(len(grammar.rules[s]) - 1 for s, _, _ in structural)
+        for n in neighbours:
+            assert all(0 <= c < 256 for c in n) and grammar.subtrees(n) is not None
+            assert hs._design_of(grammar, n) is not None  # a generated grammar's every derivation is valid
+            # One choice took another alternative; the codons before it and after its subtree are kept.
+            assert any(n[:a] == genome[:a] and n[a] % len(grammar.rules[s]) != genome[a] % len(grammar.rules[s])
+                       and n[len(n) - (len(genome) - b):] == genome[b:] for s, a, b in structural)
+        checked += 1
+    # One part more in front of Kingsley's heap keeps Kingsley's heap above it.
+    kng = hs.seed_genomes(grammar)["KNG"]
+    grown = [grammar.derive(n) for n in hs.part_neighbours(grammar, kng, rng) if n[0] % len(grammar.rules["<dmm>"]) == 1]
+    assert len(grown) == 1 and grown[0].endswith('{"upto": null,"mechanism": "kingsley"}'), grown
+
+
+def test_refine_front_steps_from_the_designs_adding_most():
+    """The Pareto local search's genomes: valid designs not seen before, all distinct, one
+    setting away from a design of the front, the designs adding most to the hypervolume
+    first, in turn, and those adding nothing (beyond the box) only when the others'
+    neighbourhoods are spent; asked for more than there are, all of them."""
+    grammar = Grammar.parse('''<dmm> ::= {"upto": <bound>, "mechanism": "kingsley"}, {"upto": null, "mechanism": <general>}
+<bound> ::= 64 | 128 | 256 | 512
+<general> ::= "lea" | "kingsley" | "adaptive_lea"''')
+    # Two designs inside the box (the first adds more) and one beyond it (twice Kingsley's time).
+    genomes, points = [[0, 0], [3, 2], [1, 1]], [(0.5, 0.5, 1.0), (0.9, 0.9, 1.0), (2.5, 0.1, 0.1)]
+    front = [hs.Design(hs._design_of(grammar, g), {"predicted_ns": t, "work": t, "peak_footprint": f, "energy_nj": e}, g)
+             for g, (t, f, e) in zip(genomes, points)]
+    keys = lambda gs: {hs._design_of(grammar, g).key for g in gs}  # noqa: E731
+    assert all(hs.part_neighbours(grammar, g, random.Random(1)) == [] for g in genomes)  # every choice literal
+    seen = keys(genomes)
+    made = hs.refine_front(grammar, front, [1.0, 1.0, 1.0], hs.DEFAULT_OBJECTIVES, 2, seen, random.Random(3))
+    assert made[0] in hs.leaf_neighbours(grammar, genomes[0]) and made[1] in hs.leaf_neighbours(grammar, genomes[1])
+    assert keys(made) <= seen and len(keys(made)) == 2
+    everything = hs.refine_front(grammar, front, [1.0, 1.0, 1.0], hs.DEFAULT_OBJECTIVES, 100, keys(genomes),
+                                 random.Random(3))
+    inside = keys(hs.leaf_neighbours(grammar, genomes[0]) + hs.leaf_neighbours(grammar, genomes[1])) - keys(genomes)
+    beyond = keys(hs.leaf_neighbours(grammar, genomes[2])) - inside - keys(genomes)
+    assert len(everything) == len(keys(everything)) == len(inside) + len(beyond)
+    assert keys(everything[:len(inside)]) == inside and keys(everything[len(inside):]) == beyond
+
+
 def test_the_population_holds_one_design_per_point(churn_trace, tmp_path):
     """Designs whose objectives are those of a design already selected (settings that change
     nothing on this trace) come after every other point: the population explores instead of
@@ -334,8 +408,9 @@ def test_short_searches_keep_diversity(churn_trace, tmp_path):
     assert diverse.individuals == 24 * 13
     assert diverse.distinct >= 0.8 * diverse.individuals, (diverse.distinct, diverse.individuals)
     assert diverse.history[-1]["distinct"] == diverse.distinct
-    # GE's codon operators without the rule: offspring are mostly copies of their parents.
-    plain = hs.search(churn_trace, tmp_path / "plain", diverse=False, operators="codon", **settings)
+    # GE's codon operators without the rule (and without the local search, whose designs
+    # are new by construction): offspring are mostly copies of their parents.
+    plain = hs.search(churn_trace, tmp_path / "plain", diverse=False, operators="codon", refine=0, **settings)
     assert plain.distinct < 0.6 * plain.individuals, (plain.distinct, plain.individuals)
 
 
