@@ -296,7 +296,8 @@ def render(outcomes: list[Outcome], settings: ht.TuneSettings, args) -> str:
               "from the presets HKS and ALEA (libheapkit.so's single-thread path and libheapkit-lea.so's heap) and the "
               "mixed designs (the churn page-segregated, the rest AdaptiveLeaHeap, by size or by lifetime) and "
               "optimises the time model's predicted time (\"Predicting replay time\"); tune builds, besides the "
-              "front's balance and extremes, the design nearest to beating HKS and ALEA on both axes, and races on "
+              "front's balance and extremes, the design nearest to beating HKS's time and the least of ALEA's "
+              "footprint and glibc's replayed one, and races on "
               "the program the one nearest to beating every peer on the trace. The recommendation stays "
               "honest regardless: a peer is recommended when no built design beats it measurably."]
     return "\n".join(lines) + "\n"

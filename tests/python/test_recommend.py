@@ -140,3 +140,10 @@ def test_tune_builds_the_design_nearest_to_beating_its_fast_and_dense_presets(tm
     assert "mix" in picked[:2] and "small" in picked and "region" in picked
     assert len(picked) == 5 and len(set(picked)) == 5
     assert nearest_to_dominating(Front(["time"], designs)) is None  # no presets to measure against
+    # Where glibc's replayed footprint is below both presets', it is the footprint to beat:
+    # "dense" (1.02x HKS's time at 19.6 MiB) trails "mix" (1.01x, 20.3 MiB) against ALEA's
+    # 20 MiB, and leads it against glibc's 19.5 MiB.
+    denser = designs + [design("dense", 102, 19.6)]
+    assert nearest_to_dominating(Front(["time", "footprint"], denser, presets=presets)).name == "mix"
+    glibc_front = Front(["time", "footprint"], denser, presets=presets, references={"glibc": {"footprint": 19.5 * 2**20}})
+    assert nearest_to_dominating(glibc_front).name == "dense"
