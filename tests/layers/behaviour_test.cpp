@@ -511,6 +511,39 @@ TEST(DebugHeapDeathTest, ReportsClearlyAndAborts) {
   EXPECT_DEATH(freeTwice(), "heapkit DebugHeap: double free: object 0x[0-9a-f]+ \\(24 bytes\\)");
 }
 
+// Hardened Kingsley keeps a listed object's freed mark in SizeHeap's cookie: a second free
+// is found by the cookie's check, however many frees came between, and an object handed
+// out again is freed without complaint.
+TEST(HardenedKingsleyDeathTest, CookieMarksFreedObjects) {
+  using Hardened = KingsleyHeap<heapkit::Hardened<MmapHeap>>;
+  {
+    Hardened heap;
+    void* a = heap.malloc(24);
+    void* b = heap.malloc(24);
+    heap.free(a);
+    heap.free(b);
+    EXPECT_EQ(heap.malloc(24), b);
+    EXPECT_EQ(heap.malloc(24), a);
+    heap.free(a);
+    heap.free(b);
+  }
+  auto freeAgainLater = [] {
+    Hardened heap;
+    void* a = heap.malloc(100);
+    void* b = heap.malloc(100);
+    heap.free(a);
+    heap.free(b);
+    heap.free(a);
+  };
+  EXPECT_DEATH(freeAgainLater(), "heapkit: free\\(\\): double free of 0x[0-9a-f]+");
+  auto freeForeign = [] {
+    Hardened heap;
+    alignas(16) std::uint64_t words[8] = {};
+    heap.free(&words[4]);
+  };
+  EXPECT_DEATH(freeForeign(), "heapkit: free\\(\\): invalid pointer 0x[0-9a-f]+");
+}
+
 TEST(ProfileHeap, MeasuresInternalFragmentation) {
   ProfileHeap<KingsleyHeap<MallocHeap>> heap;
   void* a = heap.malloc(100);  // 100 + 16 profile header -> Kingsley class 128
