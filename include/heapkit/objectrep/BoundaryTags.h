@@ -130,9 +130,17 @@ struct BoundaryTags {
     static_assert(kMinBlockBytes == 32, "the one length under a block's, other than 0, is 16");
     std::size_t word = sizeWord(block);
     std::size_t following = sizeWord(static_cast<char*>(block) + (word & ~sizeword::kFlagMask));
-    if ((word & kFree) != 0) [[unlikely]] checkFreeable(block);  // says which
+    if ((word & kFree) != 0) [[unlikely]] reportFreed(block);
     if ((following & kPreviousFree) != 0) [[unlikely]] hardening::doubleFree(block);
     if ((following & ~sizeword::kFlagMask) == 16) [[unlikely]] hardening::invalidPointer(block);
+  }
+
+  // checkFreeable of a block whose own word says free, which it reports (double free or
+  // invalid pointer, it says which): out of line, so that checkFreeableSmall's callers keep
+  // no register for it (the next block's address folds into its word's load).
+  [[noreturn, gnu::cold, gnu::noinline]] static void reportFreed(void* block) {
+    checkFreeable(block);
+    hardening::invalidPointer(block);
   }
 
   // Absorb `following`, which must be next(block); setFree writes the merged length.
