@@ -544,6 +544,35 @@ TEST(HardenedKingsleyDeathTest, CookieMarksFreedObjects) {
   EXPECT_DEATH(freeForeign(), "heapkit: free\\(\\): invalid pointer 0x[0-9a-f]+");
 }
 
+// Hardened Lea checks a quick-listed block's own word on free (a block it holds free, freed
+// again) and the next block's when the quick lists are consolidated: a made-up block whose
+// length passes but whose next block is none is reported then, naming its pointer.
+TEST(HardenedLeaDeathTest, QuickListsCheckedWhenConsolidated) {
+  using Hardened = AdaptiveLeaHeap<heapkit::Hardened<MmapHeap>>;
+  auto freeMadeUpBlock = [] {
+    Hardened heap;
+    alignas(16) static std::uint64_t words[16] = {};
+    words[1] = 48;  // the size word of a 48-byte block in use at &words[2] ...
+    words[7] = 16;  // ... whose next block's length is no block's
+    heap.free(&words[2]);
+    std::fputs("quick-listed\n", stderr);
+    heap.free(heap.malloc(4000));  // consolidates the quick lists
+  };
+  EXPECT_DEATH(freeMadeUpBlock(), "quick-listed.*heapkit: free\\(\\): invalid pointer 0x[0-9a-f]+");
+  auto freeFreedBlockAgain = [] {
+    Hardened heap;
+    void* a = heap.malloc(40);
+    void* b = heap.malloc(40);
+    void* fence = heap.malloc(40);
+    heap.free(a);
+    heap.free(b);
+    heap.free(heap.malloc(4000));  // a and b go below, merged
+    heap.free(a);
+    (void)fence;
+  };
+  EXPECT_DEATH(freeFreedBlockAgain(), "heapkit: free\\(\\): double free of 0x[0-9a-f]+");
+}
+
 TEST(ProfileHeap, MeasuresInternalFragmentation) {
   ProfileHeap<KingsleyHeap<MallocHeap>> heap;
   void* a = heap.malloc(100);  // 100 + 16 profile header -> Kingsley class 128
