@@ -559,6 +559,16 @@ TEST(HardenedLeaDeathTest, QuickListsCheckedWhenConsolidated) {
     heap.free(heap.malloc(4000));  // consolidates the quick lists
   };
   EXPECT_DEATH(freeMadeUpBlock(), "quick-listed.*heapkit: free\\(\\): invalid pointer 0x[0-9a-f]+");
+  auto freeTooShortBlock = [] {
+    Hardened heap;
+    alignas(16) static std::uint64_t words[8] = {};
+    words[1] = 16;  // a length no block has: waits on a list no malloc serves
+    heap.free(&words[2]);
+    std::fputs("quick-listed\n", stderr);
+    heap.free(heap.malloc(8));  // not served from that list: the heap grows, consolidated first
+    heap.free(heap.malloc(4000));
+  };
+  EXPECT_DEATH(freeTooShortBlock(), "quick-listed.*heapkit: free\\(\\): invalid pointer 0x[0-9a-f]+");
   auto freeFreedBlockAgain = [] {
     Hardened heap;
     void* a = heap.malloc(40);
