@@ -511,6 +511,78 @@ TEST(DebugHeapDeathTest, ReportsClearlyAndAborts) {
   EXPECT_DEATH(freeTwice(), "heapkit DebugHeap: double free: object 0x[0-9a-f]+ \\(24 bytes\\)");
 }
 
+// Hardened Kingsley keeps a listed object's freed mark in SizeHeap's cookie: a second free
+// is found by the cookie's check, however many frees came between, and an object handed
+// out again is freed without complaint.
+TEST(HardenedKingsleyDeathTest, CookieMarksFreedObjects) {
+  using Hardened = KingsleyHeap<heapkit::Hardened<MmapHeap>>;
+  {
+    Hardened heap;
+    void* a = heap.malloc(24);
+    void* b = heap.malloc(24);
+    heap.free(a);
+    heap.free(b);
+    EXPECT_EQ(heap.malloc(24), b);
+    EXPECT_EQ(heap.malloc(24), a);
+    heap.free(a);
+    heap.free(b);
+  }
+  auto freeAgainLater = [] {
+    Hardened heap;
+    void* a = heap.malloc(100);
+    void* b = heap.malloc(100);
+    heap.free(a);
+    heap.free(b);
+    heap.free(a);
+  };
+  EXPECT_DEATH(freeAgainLater(), "heapkit: free\\(\\): double free of 0x[0-9a-f]+");
+  auto freeForeign = [] {
+    Hardened heap;
+    alignas(16) std::uint64_t words[8] = {};
+    heap.free(&words[4]);
+  };
+  EXPECT_DEATH(freeForeign(), "heapkit: free\\(\\): invalid pointer 0x[0-9a-f]+");
+}
+
+// Hardened Lea checks a quick-listed block's own word on free (a block it holds free, freed
+// again) and the next block's when the quick lists are consolidated: a made-up block whose
+// length passes but whose next block is none is reported then, naming its pointer.
+TEST(HardenedLeaDeathTest, QuickListsCheckedWhenConsolidated) {
+  using Hardened = AdaptiveLeaHeap<heapkit::Hardened<MmapHeap>>;
+  auto freeMadeUpBlock = [] {
+    Hardened heap;
+    alignas(16) static std::uint64_t words[16] = {};
+    words[1] = 48;  // the size word of a 48-byte block in use at &words[2] ...
+    words[7] = 16;  // ... whose next block's length is no block's
+    heap.free(&words[2]);
+    std::fputs("quick-listed\n", stderr);
+    heap.free(heap.malloc(4000));  // consolidates the quick lists
+  };
+  EXPECT_DEATH(freeMadeUpBlock(), "quick-listed.*heapkit: free\\(\\): invalid pointer 0x[0-9a-f]+");
+  auto freeTooShortBlock = [] {
+    Hardened heap;
+    alignas(16) static std::uint64_t words[8] = {};
+    words[1] = 16;  // a length no block has: waits on a list no malloc serves
+    heap.free(&words[2]);
+    std::fputs("quick-listed\n", stderr);
+    heap.free(heap.malloc(8));  // not served from that list: the heap grows, consolidated first
+    heap.free(heap.malloc(4000));
+  };
+  EXPECT_DEATH(freeTooShortBlock(), "quick-listed.*heapkit: free\\(\\): invalid pointer 0x[0-9a-f]+");
+  auto freeFreedBlockAgain = [] {
+    Hardened heap;
+    void* a = heap.malloc(40);
+    void* b = heap.malloc(40);
+    void* fence = heap.malloc(40);
+    heap.free(a);
+    heap.free(b);
+    heap.free(heap.malloc(4000));  // a and b go below, merged
+    heap.free(a);
+    (void)fence;
+  };
+  EXPECT_DEATH(freeFreedBlockAgain(), "heapkit: free\\(\\): double free of 0x[0-9a-f]+");
+}
+
 TEST(ProfileHeap, MeasuresInternalFragmentation) {
   ProfileHeap<KingsleyHeap<MallocHeap>> heap;
   void* a = heap.malloc(100);  // 100 + 16 profile header -> Kingsley class 128

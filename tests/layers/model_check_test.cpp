@@ -78,7 +78,7 @@ using Cases = ::testing::Types<
     Case<DebugHeap<16, SizeHeap<Top>>>, Case<ProfileHeap<SizeHeap<Top>>>, SilentTraceCase<TraceHeap<SizeHeap<Top>>>,
     Case<ThrowExceptionHeap<SizeHeap<Top>>>, UnauditedCase<UniqueHeap<SizeHeap<MallocHeap>>>,
     // general purpose
-    Case<KingsleyHeap<Top>>, Case<CoalescingKingsleyHeap<Top>>, Case<LeaCoreHeap<Top>>, Case<LeaHeap<Top>>,
+    Case<KingsleyHeap<Top>>, Case<KingsleyHeap<Hardened<Top>>>, Case<CoalescingKingsleyHeap<Top>>, Case<LeaCoreHeap<Top>>, Case<LeaHeap<Top>>,
     Case<AdaptiveLeaCoreHeap<Top>>, Case<AdaptiveLeaHeap<Top>>, UnauditedCase<AdaptiveLeaHeap<SbrkHeap>>,
     UnauditedCase<LeaHeap<SbrkHeap>>, UnauditedCase<KingsleyHeap<SbrkHeap>>, StaticBufferCase<LeaCoreHeap<StaticHeap>>,
     StaticBufferCase<KingsleyHeap<StaticHeap>>>;

@@ -207,6 +207,52 @@ TEST(ScalableHeap, InlinePathsTakeOnlyTheirOwnAndNothingBeforeConstruction) {
   heap.free(warm);
 }
 
+// The tag of a freed small object is its superblock header's address (Superblock::freedTag),
+// which a live object holds only if the program copied a stale one into it: the owner
+// finds such an object on no free list, another thread finds its first word no free
+// list's link, and neither reports it; a second free, however many frees came between, by
+// the owner or by another thread, is reported.
+TEST(ScalableHeapDeathTest, TaggedLiveObjectsAreFreedAndDoubleFreesReported) {
+  using Hardened = ScalableHeap<heapkit::Hardened<MmapHeap>>;
+  {
+    Hardened heap;
+    auto* a = static_cast<std::uint64_t*>(heap.malloc(32));
+    auto* b = static_cast<std::uint64_t*>(heap.malloc(32));
+    auto* c = static_cast<std::uint64_t*>(heap.malloc(32));
+    a[1] = Hardened::freedTag(a);  // a stale tag, and a link-like word before it
+    a[0] = reinterpret_cast<std::uint64_t>(b);
+    heap.free(a);
+    b[1] = Hardened::freedTag(b);
+    b[0] = 12345;
+    std::thread([&] { heap.free(b); }).join();  // another thread: the first word is no link
+    heap.free(c);
+    void* last = heap.malloc(32);
+    void* first = heap.malloc(32);
+    EXPECT_EQ(last, c) << "the objects freed were not reused first";
+    EXPECT_EQ(first, a) << "the objects freed were not reused first";
+    heap.free(last);
+    heap.free(first);
+  }
+  auto ownerFreesTwice = [] {
+    Hardened heap;
+    void* a = heap.malloc(32);
+    void* b = heap.malloc(32);
+    heap.free(a);
+    heap.free(b);
+    heap.free(a);
+  };
+  EXPECT_DEATH(ownerFreesTwice(), "heapkit: free\\(\\): double free of 0x[0-9a-f]+");
+  auto anotherThreadFreesAgain = [] {
+    Hardened heap;
+    void* a = heap.malloc(32);
+    void* b = heap.malloc(32);
+    heap.free(a);
+    heap.free(b);
+    std::thread([&] { heap.free(a); }).join();
+  };
+  EXPECT_DEATH(anotherThreadFreesAgain(), "heapkit: free\\(\\): double free of 0x[0-9a-f]+");
+}
+
 // Free tokens look random: free's inline path compares one with a word of whatever block
 // a foreign pointer lies in, where small integers and -1 are common. Distinct, odd, never
 // 0; a thread without a heap has one that is none of these either.

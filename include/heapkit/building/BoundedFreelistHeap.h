@@ -35,7 +35,8 @@ class BoundedFreelistHeap : public Super {
     if (loadMetadata(*this, head_) != nullptr && fits(head_, size)) {
       Node* node = head_;  // the word just loaded
       storeMetadata(*this, head_, loadMetadata(*this, node->next));
-      if constexpr (kHardened) hardening::untagAllocated(node);
+      if constexpr (kParentMarks) Super::markAllocated(node);
+      else if constexpr (kHardened) hardening::untagAllocated(node);
       if constexpr (Bound != kUnbounded) --length_;
       return node;
     }
@@ -46,7 +47,8 @@ class BoundedFreelistHeap : public Super {
     if (object == nullptr) return;
     // Checked before the bound (a second free of a listed object must not reach the
     // parent either), tagged only once listed (the parent may hand the object out again).
-    if constexpr (kHardened) hardening::checkNotFreed(object);
+    // A parent that keeps the mark has checked it already (StrictSegHeap's bins).
+    if constexpr (kHardened && !kParentMarks) hardening::checkNotFreed(object);
     if constexpr (Bound != kUnbounded) {
       if (length_ == Bound) {
         Super::free(object);
@@ -57,7 +59,8 @@ class BoundedFreelistHeap : public Super {
     auto* node = static_cast<Node*>(object);
     storeMetadata(*this, node->next, loadMetadata(*this, head_));
     storeMetadata(*this, head_, node);
-    if constexpr (kHardened) hardening::tagFreed(object);
+    if constexpr (kParentMarks) Super::markFreed(object);
+    else if constexpr (kHardened) hardening::tagFreed(object);
   }
 
   bool empty() const { return head_ == nullptr; }
@@ -65,6 +68,13 @@ class BoundedFreelistHeap : public Super {
 
  private:
   static constexpr bool kHardened = hardened<Super>();
+  // Hardened, the parent may keep the freed mark in its own header and check it before
+  // this list's free (StrictSegHeap's bins over SizeHeap: its cookie, which free checks
+  // anyway, so a double free costs no tag's compare and store here).
+  static constexpr bool kParentMarks = kHardened && requires(void* object) {
+    Super::markFreed(object);
+    Super::markAllocated(object);
+  };
 
   struct Node {
     Node* next;

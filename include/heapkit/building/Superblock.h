@@ -364,25 +364,50 @@ struct alignas(64) Superblock {
 
   static std::uint32_t liveCookie(const Superblock* sb) { return static_cast<std::uint32_t>(hardening::tagOf(sb)); }
 
-  // The tag a freed object of the superblock whose header is `sb` holds in its second word
-  // (core/Hardening.h's tagOf, made cheaper for free's inline path): its address plus
-  // eight times its header's, plus an odd constant, one `lea` from the two registers free
-  // already holds (the secret's load and xor were two instructions on every free). It
-  // differs from object to object, so a tag copied to another object does not match
-  // there; and no correct program stores it: it is odd (no aligned pointer), and about
-  // nine times a heap address, so beyond the user address range where heaps lie in its
-  // top eight ninths (mmap's, at 0x7f... on x86-64), and elsewhere beyond any heap smaller
-  // than eight times its own address (valgrind's, at 64 MiB and up, under 512 MiB).
-  static std::uint64_t freedTag(const void* object, const Superblock* sb) {
-    return reinterpret_cast<std::uintptr_t>(object) + 8 * reinterpret_cast<std::uintptr_t>(sb) + 0x5bd1e995u;
-  }
+  // The tag a freed object of the superblock whose header is `sb` holds in its second word:
+  // the header's address, which free holds in a register already (it masked the pointer to
+  // the slice's head and read the header's address there), so the inline free's check is
+  // a compare, a branch and a store (the address-dependent tag before cost a `lea` more on
+  // every free). No correct program stores it: the header lies in the segment's metadata,
+  // no object's address, and malloc clears the word on every hand-out. A program may still
+  // copy a stale tag there from memory it never initialised (a superblock reused for
+  // another class keeps its old objects' tags inside the new ones), so a match is only
+  // reported once confirmed (confirmDoubleFree), as glibc walks its tcache bin when it
+  // finds its key.
+  static std::uint64_t freedTag(const void*, const Superblock* sb) { return reinterpret_cast<std::uintptr_t>(sb); }
   static std::uint64_t freedTag(const void* object) { return freedTag(object, of(object)); }
-  // A free of `node`, an object's start, that left the inline path: reported when it
-  // holds its tag (freed already), else tagged.
-  void checkAndTagFreed(void* node) const {
+  // A free of `node`, an object's start, that left the inline path: reported when it is
+  // freed already, else tagged. `owned`: this thread owns the superblock (may read its
+  // lists).
+  void checkAndTagFreed(void* node, bool owned) const {
     std::uint64_t tag = freedTag(node, this);
-    if (hardening::secondWord(node) == tag) [[unlikely]] hardening::doubleFree(node);
+    if (hardening::secondWord(node) == tag) [[unlikely]] confirmDoubleFree(node, owned);
     hardening::secondWord(node) = tag;
+  }
+  // `node` holds the tag. Its owner looks for it on the free list and on the remote list
+  // (other threads only push there, so reading it is safe); another thread, which may not
+  // read the owner's list, asks whether its first word is a free list's link (null, or an
+  // object of this superblock): a live object holds both only if the program copied a
+  // stale tag into it and keeps a pointer to a neighbour in its first word.
+  [[gnu::cold, gnu::noinline]] void confirmDoubleFree(void* node, bool owned) const {
+    if (owned) {
+      if (listHolds(freeList, node) || listHolds(remoteFree.load(std::memory_order_acquire), node))
+        hardening::doubleFree(node);
+      return;
+    }
+    void* next = static_cast<FreeNode*>(node)->next;
+    if (next == nullptr || isObjectStart(next)) hardening::doubleFree(node);
+  }
+  // A walk of at most as many links as the superblock has objects, that stops at a link
+  // out of it (a list a write after free broke).
+  bool listHolds(const FreeNode* list, const void* node) const {
+    std::size_t capacity = static_cast<std::size_t>(lastStart - firstObject) / objectBytes + 1;
+    for (std::size_t steps = 0; list != nullptr && steps < capacity; ++steps) {
+      if (list == node) return true;
+      if (!isObjectStart(list)) return false;
+      list = list->next;
+    }
+    return false;
   }
 
   // Objects lie from firstObject (past the slice's head) to the superblock's end. For offsets within

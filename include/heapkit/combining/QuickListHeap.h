@@ -51,17 +51,19 @@ class QuickListHeap : public Super {
     if (object == nullptr) return;
     std::size_t usable = sizeword::sizeFrom(*this, static_cast<const Super&>(*this), object);
     countStep(*this);  // the list's lookup
-    // One unsigned compare: lists from kFirstList on (hardened, a length too short for a
-    // block is not quick-listed, but goes below, whose checks report it).
-    if (usable - 16 * kFirstList < 16 * (kLists - kFirstList)) {
+    // One unsigned compare. Hardened, a length too short for a block (a made-up pointer's)
+    // lands on a list no malloc serves (every request's usable size is a block's), where it
+    // waits for the consolidation, whose checks report it.
+    if (usable < 16 * kLists) {
       std::size_t list = usable / 16;
-      // The heap below sees quick-listed objects as in use: its checks tell a pointer that
-      // is no block of its own (a glibc chunk's header passes a test of its size word
-      // alone, not one of the next block's) and blocks it holds free; the tag tells
-      // quick-listed ones. Objects that go on to the heap below are checked there.
-      if constexpr (kHardened && requires { Super::checkFreeableSmall(object); }) {
-        static_assert(MaxQuickBytes + 16 <= Super::kSmallBlockBytes);
-        Super::checkFreeableSmall(object);
+      // The heap below sees quick-listed objects as in use: its checks tell blocks it
+      // holds free (and another malloc's chunk header, whose in-use bit is our free bit);
+      // the tag tells quick-listed ones. Its checks of the next block, which tell other
+      // pointers that are no block of its own, are made when the lists are consolidated
+      // (its free checks every object handed down). Objects that go on to the heap below
+      // are checked there.
+      if constexpr (kHardened && requires { Super::checkQuickListable(object); }) {
+        Super::checkQuickListable(object);
       } else if constexpr (kHardened && requires { Super::checkFreeable(object); }) {
         Super::checkFreeable(object);
       }
@@ -90,13 +92,6 @@ class QuickListHeap : public Super {
 
  private:
   static constexpr bool kHardened = hardened<Super>();
-  // The first list a valid block's usable size falls in, for free's range test: its
-  // length is at least a block's (checkFreeableSmall leaves that test to it).
-  static constexpr std::size_t kFirstList = [] {
-    if constexpr (kHardened && requires { Super::kMinBlockBytes; Super::kSizeWordBytes; })
-      return (Super::kMinBlockBytes - Super::kSizeWordBytes) / 16;
-    else return std::size_t{0};
-  }();
 
   // A request no quick list could serve.
   void* mallocBelow(std::size_t size) {

@@ -45,6 +45,20 @@ class StrictSegHeap : public BigHeap {
 
     void* malloc(std::size_t) { return nullptr; }
     void free(void* object) { bigHeap().free(object); }
+    // Hardened over a big heap that keeps a freed mark in its header (SizeHeap's cookie):
+    // a bin marks its listed objects there instead of tagging them, because
+    // StrictSegHeap's free asks getSize, which checks the mark, before the bin's free, and
+    // no bin asks getSize of a listed object (ListedObjectsFit).
+    static void markFreed(void* object)
+      requires requires { BigHeap::markFreed(object); }
+    {
+      BigHeap::markFreed(object);
+    }
+    static void markAllocated(void* object)
+      requires requires { BigHeap::markAllocated(object); }
+    {
+      BigHeap::markAllocated(object);
+    }
     std::size_t getSize(void* object) const { return bigHeap().getSize(object); }
     WorkCounts& workCounts()
       requires CountingHeap<BigHeap>

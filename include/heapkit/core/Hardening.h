@@ -157,7 +157,9 @@ inline std::uint64_t& secondWord(void* object) { return static_cast<std::uint64_
 // and elsewhere beyond any heap smaller than eight times its own address. A program that
 // wanted to hide a double free would write anything else there, so a secret adds nothing;
 // header cookies, which stop pointers a program made up, keep it. ScalableHeap's
-// superblock lists have a tag of their own of the same kind (building/Superblock.h).
+// superblock lists have a tag of their own, the superblock header's address, confirmed
+// on the lists when it matches (building/Superblock.h); Kingsley's lists keep their mark
+// in SizeHeap's cookie instead (objectrep/SizeHeap.h).
 inline std::uint64_t freedTag(const void* object) { return 9 * reinterpret_cast<std::uintptr_t>(object) + 0x5bd1e995u; }
 
 // The checks a free list makes: a freed object that already carries its tag is freed a
