@@ -16,7 +16,7 @@ between parents or redrawn, the rest of the design kept (:func:`subtree_crossove
 GE's one-point crossover and per-codon mutation). With ``screen`` > 1 a surrogate model
 (:mod:`heapkit.surrogate`) picks which of several candidates to simulate. Every offspring
 derives a design not evaluated before (:func:`make_new`), and a share of them are random
-immigrants. A quarter of each generation's offspring are not bred but made one setting or
+immigrants. A share of each generation's offspring (``refine``, a quarter by default) are not bred but made one setting or
 one part away from the front's designs, those adding most to its hypervolume first
 (:func:`refine_front`: a Pareto local search).
 

@@ -25,6 +25,7 @@ class BoundedFreelistHeap : public Super {
     while (head_ != nullptr) {
       Node* node = head_;
       head_ = node->next;
+      if constexpr (kParentMarks) Super::markAllocated(node);  // the parent's free checks it
       Super::free(node);
     }
   }

@@ -106,8 +106,7 @@ class SegmentHeap : public Super {
     std::uint64_t freedAt;    // every free slice: when it was freed
     std::uint64_t ageKey;     // a free span's first entry: the oldest freedAt of its resident slices (or earlier)
   };
-  static_assert(sizeof(SliceEntry) == 64 && superblock::kSlotsBytes + segment::kSlices * sizeof(SliceEntry) <=
-                                               superblock::kSlotsBytes + superblock::kPageBytes);
+  static_assert(sizeof(SliceEntry) == 64 && segment::kSlices * sizeof(SliceEntry) <= superblock::kPageBytes);
   // At the region's start, in the slot of its metadata slice; the slots of the others'
   // headers follow, then the entries.
   struct Segment {
@@ -129,6 +128,8 @@ class SegmentHeap : public Super {
   // slices, and the span's header slot must lie in the first region.
   static constexpr std::size_t kMaxSpanSlices = std::size_t{1} << 15;
   static constexpr std::size_t kMaxSpanBytes = kMaxSpanSlices * kSliceBytes;
+  static_assert(kMaxSpanSlices <= UINT16_MAX && kMaxSpanBytes <= UINT32_MAX,
+                "SliceEntry's 16-bit lengths and 32-bit resident sums hold every span");
 
   template <class... SuperArgs>
   explicit SegmentHeap(const SegmentConfig& config, SuperArgs&&... superArgs)

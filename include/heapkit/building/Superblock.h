@@ -378,25 +378,27 @@ struct alignas(64) Superblock {
   static std::uint64_t freedTag(const void* object) { return freedTag(object, of(object)); }
   // A free of `node`, an object's start, that left the inline path: reported when it is
   // freed already, else tagged. `owned`: this thread owns the superblock (may read its
-  // lists).
-  void checkAndTagFreed(void* node, bool owned) const {
+  // lists). Returns false for a free that must not go on a list: another thread's free of
+  // an object holding the tag that it cannot prove freed (see confirmDoubleFree).
+  [[nodiscard]] bool checkAndTagFreed(void* node, bool owned) const {
     std::uint64_t tag = freedTag(node, this);
-    if (hardening::secondWord(node) == tag) [[unlikely]] confirmDoubleFree(node, owned);
+    if (hardening::secondWord(node) == tag) [[unlikely]] {
+      if (!confirmDoubleFree(node, owned)) return false;
+    }
     hardening::secondWord(node) = tag;
+    return true;
   }
   // `node` holds the tag. Its owner looks for it on the free list and on the remote list
-  // (other threads only push there, so reading it is safe); another thread, which may not
-  // read the owner's list, asks whether its first word is a free list's link (null, or an
-  // object of this superblock): a live object holds both only if the program copied a
-  // stale tag into it and keeps a pointer to a neighbour in its first word.
-  [[gnu::cold, gnu::noinline]] void confirmDoubleFree(void* node, bool owned) const {
-    if (owned) {
-      if (listHolds(freeList, node) || listHolds(remoteFree.load(std::memory_order_acquire), node))
-        hardening::doubleFree(node);
-      return;
-    }
-    void* next = static_cast<FreeNode*>(node)->next;
-    if (next == nullptr || isObjectStart(next)) hardening::doubleFree(node);
+  // (other threads only push there, so reading it is safe) and reports it when found, else
+  // frees it (a live object with a stale tag copied into it). Another thread may read only
+  // the remote list: found there, it is reported; not found, the object may sit on the
+  // owner's free list (a double free that must not be listed twice) or be live with a
+  // stale tag (which a report would abort wrongly): it is left alone, a leak of one object
+  // at worst, never a second listing nor a false report.
+  [[gnu::cold, gnu::noinline]] bool confirmDoubleFree(void* node, bool owned) const {
+    bool onRemoteList = listHolds(remoteFree.load(std::memory_order_acquire), node);
+    if (onRemoteList || (owned && listHolds(freeList, node))) hardening::doubleFree(node);
+    return owned;
   }
   // A walk of at most as many links as the superblock has objects, that stops at a link
   // out of it (a list a write after free broke).

@@ -27,7 +27,12 @@
 // spread.
 // Not thread-safe: one thread uses it (the owner of the heap it is in); the giveBack
 // calls run under the pool lock. The simulator runs it as the real heap does
-// (SelectedThreadHeaps names the thread), so footprints stay equal to the byte.
+// (SelectedThreadHeaps names the thread), so footprints stay equal to the byte, with one
+// exception: a trace does not record threads ending, so the simulator never gives back
+// the blocks a finished thread kept (up to maxBytes a thread) where the real heap does;
+// a program whose threads end before its peak is predicted that much above it.
+// After fork, the child's heaps of threads that do not exist there keep their blocks
+// (their lists may have been mid-change): up to maxBytes a thread, never reused.
 //
 // Counted (core/Counting.h): the entries read and written, one step per entry visited,
 // and the header's words (LargeObjectHeap).
@@ -113,6 +118,7 @@ class SpanCache {
   template <class Large, class H>
   void giveBackAll(H& heap, Large& large) {
     std::size_t count = loadMetadata(heap, count_);
+    if (count == 0) return;  // nothing kept: no stores (most misses of a thread that keeps none)
     for (std::size_t i = 0; i < count; ++i) {
       countStep(heap);
       large.freeLarge(loadMetadata(heap, entries_[i].block));

@@ -144,7 +144,7 @@ class SuperblockHeap : public Super {
       if (loadMetadata(*this, head->freeToken) == token_) [[likely]] {
         Superblock* sb = loadMetadata(*this, head->header);
         auto* node = static_cast<FreeNode*>(pointer);
-        if constexpr (kHardened) sb->checkAndTagFreed(node, true);
+        if constexpr (kHardened) (void)sb->checkAndTagFreed(node, true);  // the owner: true unless it reported
         sb->template fillFreed<kSecure>(node);
         if (sb->pushFreed(*this, node)) [[unlikely]] onLocalSuperblockEmpty(sb);
         return;
@@ -281,7 +281,7 @@ class SuperblockHeap : public Super {
       return;
     }
     auto* node = static_cast<FreeNode*>(flags & superblock::kInteriorPointers ? sb->objectStart(*this, pointer) : pointer);
-    if constexpr (kHardened) sb->checkAndTagFreed(node, true);
+    if constexpr (kHardened) (void)sb->checkAndTagFreed(node, true);  // the owner: true unless it reported
     sb->template fillFreed<kSecure>(node);
     freeOwned(sb, node);
   }

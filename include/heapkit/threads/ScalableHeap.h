@@ -437,7 +437,9 @@ class ScalableHeap {
     // heap collects like any other thread's frees.
     ThreadHeapState* heap = Threads::threadCache.instanceId == registry_.id() ? Threads::threadCache.heap : nullptr;
     bool owned = heap != nullptr && sb->owner == static_cast<void*>(static_cast<ThreadHeap*>(heap));
-    if constexpr (kHardened) sb->checkAndTagFreed(node, owned);
+    if constexpr (kHardened) {
+      if (!sb->checkAndTagFreed(node, owned)) return;
+    }
     sb->template fillFreed<SecureAgainstMisuse>(node);
     if (owned) {
       heap->freeOwned(sb, node);
