@@ -141,7 +141,7 @@ def main() -> None:
     # ---- speed ----
     # Rounds that measure every pair once, so the machine's drift falls on all alike; the
     # figures are medians over the rounds (each simulation figure itself a median of 5).
-    # CPU time, the simulator's thread's and the replayer's process's: on the shared
+    # CPU time, the simulator's thread's and the replayer's: on the shared
     # machine, other load stretches wall-clock time by 2x and more.
     measured: dict[tuple[str, str], list] = {}
     for _ in range(args.runs):
@@ -215,7 +215,7 @@ def render_speed(args, speed_rows) -> str:
         "",
         f"CPU time: the simulation's median of 5 runs of `heapkit-sim-speed TRACE SPEC` (its thread's, decoding "
         f"included), the real replay's median of {args.runs} runs of `heapkit-replay TRACE --spec FILE --no-touch` "
-        "(its process's), over rounds that measure every pair in turn (wall-clock time, which this table took before, "
+        "(its thread's, over the timed loop: the replayer decodes the trace into memory first, untimed), over rounds that measure every pair in turn (wall-clock time, which this table took before, "
         "stretches 2x and more under the shared machine's other load, so its ratios do not compare with these). "
         "`make bench-sim SIM_BENCH_ARGS=--speed-only` regenerates this subsection alone.",
         "",
