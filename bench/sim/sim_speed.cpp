@@ -1,8 +1,9 @@
 // heapkit-sim-speed TRACE SPEC [REPEATS [RESERVE_GIB]] [--no-cache-model]: simulation speed of one
 // design on one trace, trace decoding included (the figure `make bench-sim` reports): the
 // median and the best of REPEATS runs, in wall-clock time and in the thread's CPU time
-// (which other load on a shared machine does not disturb). The cache model is on, as in
-// `heapkit simulate`, unless --no-cache-model.
+// (which other load on a shared machine does not disturb), and the run's counts (so that a
+// change meant to make the simulator faster can be checked to count the same). The cache
+// model is on, as in `heapkit simulate`, unless --no-cache-model.
 #include <time.h>
 
 #include <cstdio>
@@ -49,10 +50,16 @@ int main(int argc, char** argv) {
     auto events = static_cast<double>(result.operations.events);
     std::printf("{\"events\": %llu, \"seconds\": %.6f, \"best_seconds\": %.6f, \"events_per_second\": %.0f, "
                 "\"best_events_per_second\": %.0f, \"cpu_seconds\": %.6f, \"cpu_events_per_second\": %.0f, "
-                "\"cpu_best_events_per_second\": %.0f, \"peak_footprint\": %zu, \"steps\": %llu}\n",
+                "\"cpu_best_events_per_second\": %.0f, \"peak_footprint\": %zu, \"steps\": %llu, \"reads\": %llu, "
+                "\"writes\": %llu, \"l1_misses\": %llu, \"l2_misses\": %llu, \"l3_misses\": %llu, \"tlb_misses\": %llu, "
+                "\"pages_touched\": %llu}\n",
                 static_cast<unsigned long long>(result.operations.events), median, best, events / median, events / best,
                 cpuMedian, events / cpuMedian, events / cpuTimes.front(), result.peakFootprintBytes,
-                static_cast<unsigned long long>(result.counts.steps));
+                static_cast<unsigned long long>(result.counts.steps), static_cast<unsigned long long>(result.counts.reads),
+                static_cast<unsigned long long>(result.counts.writes), static_cast<unsigned long long>(result.memory.l1Misses),
+                static_cast<unsigned long long>(result.memory.l2Misses), static_cast<unsigned long long>(result.memory.l3Misses),
+                static_cast<unsigned long long>(result.memory.tlbMisses),
+                static_cast<unsigned long long>(result.memory.pagesTouched));
   } catch (const std::exception& error) {
     std::fprintf(stderr, "heapkit-sim-speed: %s\n", error.what());
     return 2;

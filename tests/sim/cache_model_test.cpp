@@ -11,6 +11,7 @@
 #include <functional>
 #include <string>
 #include <algorithm>
+#include <bit>
 #include <list>
 #include <map>
 #include <random>
@@ -43,6 +44,39 @@ TEST(SetAssociativeCache, RoundsItsEntriesUpToAPowerOfTwo) {
   SetAssociativeCache<4> cache(5);  // 8 entries: 2 sets of 4
   for (std::uint64_t key : {0, 2, 4, 6}) EXPECT_FALSE(cache.access(key));
   for (std::uint64_t key : {0, 2, 4, 6}) EXPECT_TRUE(cache.access(key));  // four ways held all four
+}
+
+// Each set as a list, most recent first: SetAssociativeCache must hit and miss as it does,
+// whichever way a key was in, on random keys that revisit a few sets often.
+template <unsigned Ways>
+void checkSetsAgainstLists(std::size_t entries, unsigned seed) {
+  SetAssociativeCache<Ways> cache(entries);
+  std::size_t sets = std::bit_ceil(std::max<std::size_t>(entries, Ways)) / Ways;
+  std::vector<std::list<std::uint64_t>> lists(sets);
+  std::mt19937_64 random(seed);
+  std::uint64_t hits = 0;
+  for (int step = 0; step < 100000; ++step) {
+    // Keys from a range a few times the cache's size, so that every way position hits.
+    std::uint64_t key = random() % (3 * sets * Ways);
+    std::list<std::uint64_t>& set = lists[key % sets];
+    auto found = std::find(set.begin(), set.end(), key);
+    bool hit = found != set.end();
+    if (hit) set.erase(found);
+    else if (set.size() == Ways) set.pop_back();
+    set.push_front(key);
+    ASSERT_EQ(cache.access(key), hit) << "step " << step << ", key " << key;
+    hits += hit;
+  }
+  EXPECT_GT(hits, 10000u);
+}
+
+TEST(SetAssociativeCache, HitsAndMissesAsListsMostRecentFirst) {
+  for (unsigned seed = 1; seed <= 3; ++seed) {
+    checkSetsAgainstLists<2>(8, seed);
+    checkSetsAgainstLists<8>(64, seed);
+    checkSetsAgainstLists<16>(16, seed);
+    checkSetsAgainstLists<16>(256, seed);
+  }
 }
 
 class CacheModelTest : public ::testing::Test {
@@ -244,12 +278,16 @@ TEST_F(CacheModelTest, CountsAsThePlainModelOnRandomWalks) {
       std::uintptr_t favourites[3] = {reinterpret_cast<std::uintptr_t>(outside),
                                       reinterpret_cast<std::uintptr_t>(arena) + 4096 * 7,
                                       reinterpret_cast<std::uintptr_t>(outside) + 4096 * 9};
+      std::uintptr_t previous = favourites[0];
       for (int step = 0; step < 200000; ++step) {
         std::uintptr_t at;
-        unsigned pick = random() % 16;
+        unsigned pick = random() % 20;
         if (pick < 8) at = favourites[pick % 3] + random() % 4096;
         else if (pick < 14) at = reinterpret_cast<std::uintptr_t>(arena) + random() % sizeof arena;
-        else at = reinterpret_cast<std::uintptr_t>(outside) + random() % sizeof outside;
+        else if (pick < 16) at = reinterpret_cast<std::uintptr_t>(outside) + random() % sizeof outside;
+        else if (pick < 18) at = (previous & ~std::uintptr_t{63}) + random() % 64;  // the same line again (a header's words)
+        else at = (previous & ~std::uintptr_t{4095}) + random() % 4096;               // the same page again
+        previous = at;
         if (random() % 5000 == 0) {
           std::uintptr_t start = reinterpret_cast<std::uintptr_t>(arena) + random() % sizeof arena;
           std::size_t bytes = random() % (8 * 4096);

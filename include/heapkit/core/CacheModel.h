@@ -73,20 +73,25 @@ class SetAssociativeCache {
   [[gnu::always_inline]] bool access(std::uint64_t key) {
     std::uint64_t* set = keys_.get() + (key & setMask_) * Ways;
     if (set[0] == key) return true;
-    unsigned way = 1;
-    while (way < Ways && set[way] != key) ++way;
-    bool hit = way < Ways;
-    if (!hit) way = Ways - 1;
-    // Shifted by hand: a call to memmove costs more than the few words a set moves.
-    for (; way > 0; --way) set[way] = set[way - 1];
-    set[0] = key;
-    return hit;
+    return moveToFront(set, key);
   }
 
-  // The set `key` falls in: two keys of one set evict each other.
-  [[gnu::always_inline]] std::uint64_t setOf(std::uint64_t key) const { return key & setMask_; }
-
  private:
+  // The ways move down one as they are searched, up to the key's (or off the end, the
+  // least recent, when it is absent): one pass, where a search and then a shift would be
+  // two (and GCC makes the shift's loop a call to memmove).
+  [[gnu::always_inline]] static bool moveToFront(std::uint64_t* set, std::uint64_t key) {
+    std::uint64_t carried = set[0];
+    set[0] = key;
+    for (unsigned way = 1; way < Ways; ++way) {
+      std::uint64_t here = set[way];
+      set[way] = carried;
+      if (here == key) return true;
+      carried = here;
+    }
+    return false;
+  }
+
   std::uint64_t setMask_ = 0;
   std::unique_ptr<std::uint64_t[]> keys_;  // ~0: an empty way
 };
@@ -121,9 +126,15 @@ class CacheModel {
   [[gnu::always_inline]] void access(const void* address) {
     auto at = reinterpret_cast<std::uintptr_t>(address);
     ++counts_.accesses;
+    // The line of the access before (a header's words, a link beside a size word): it is
+    // the most recent of its L1 set, its page the TLB's most recent of its set and
+    // touched, so nothing would change and nothing is counted but the access.
+    std::uint64_t realLine = at / CacheGeometry::kLineBytes;
+    if (realLine == lastLine_) return;
+    lastLine_ = realLine;
     std::uint64_t page = at / CacheGeometry::kPageBytes;
     if (page != lastPage_) [[unlikely]] {
-      if (!switchToRecentPage(page) && newPage(page)) {  // a fault: the kernel has just written the line
+      if (switchToPage(page)) {  // a fault: the kernel has just written the line
         std::uint64_t line = lineOf(at);
         l1_.access(line);
         l2_.access(line);
@@ -155,7 +166,6 @@ class CacheModel {
     if (from < firstPage_) from = firstPage_;
     if (to > firstPage_ + pages_) to = firstPage_ + pages_;
     ++counts_.releases;
-    forgetRecentPages();
     for (std::uint64_t page = from; page < to;) {
       std::uint64_t index = page - firstPage_;
       if (index % 64 == 0 && page + 64 <= to) {
@@ -167,6 +177,7 @@ class CacheModel {
       }
     }
     lastPage_ = kNoPage;
+    lastLine_ = kNoPage;
   }
 
   const CacheModelCounts& counts() const { return counts_; }
@@ -184,60 +195,36 @@ class CacheModel {
     return lastVirtualPage_ * kLinesPerPage + (at % CacheGeometry::kPageBytes) / CacheGeometry::kLineBytes;
   }
 
-  std::uint64_t virtualPageOf(std::uint64_t page) {
-    std::uint64_t index = page - firstPage_;
-    if (index < pages_) return kArenaFirstVirtualPage + index;
-    // The heap object's own fields alternate with arena pages several times an operation:
-    // a few recent pages spare the hash table's lookup (a division) most of the time.
-    RecentPage& recent = recentOtherPages_[page % kRecentOtherPages];
-    if (recent.page != page) recent = {page, otherPages_.try_emplace(page, otherPages_.size()).first->second};
-    return recent.virtualPage;
-  }
-
   // An access moves to another page about six times an operation, mostly back to one of a
-  // few pages (the heap object's fields, a list head's page, the object's). A page met
-  // again before any other page of its TLB set is the most recent of that set already,
-  // and was touched: the TLB would not change and nothing faults, so its switch costs a
-  // comparison instead of newPage's work. The counts are the same either way.
-  [[gnu::always_inline]] bool switchToRecentPage(std::uint64_t page) {
-    for (const RecentTlbPage& recent : recentTlbPages_) {
-      if (recent.page == page) {
-        lastPage_ = page;
-        lastVirtualPage_ = recent.virtualPage;
-        return true;
-      }
-    }
-    return false;
-  }
-
-  void forgetRecentPages() {
-    for (RecentTlbPage& recent : recentTlbPages_) recent = {};
-  }
-
+  // few pages (the heap object's fields, a list head's page, the object's), which is then
+  // still the most recent of its TLB set: the TLB's lookup ends at its first way, and an
+  // arena page's number and touched bit are a subtraction and a bit test away.
   // True when the page faults (its first touch).
-  [[gnu::noinline]] bool newPage(std::uint64_t page) {
+  [[gnu::always_inline]] bool switchToPage(std::uint64_t page) {
     lastPage_ = page;
-    lastVirtualPage_ = virtualPageOf(page);
-    if (!tlb_.access(lastVirtualPage_)) ++counts_.tlbMisses;
-    rememberRecentPage(page, lastVirtualPage_);
     std::uint64_t index = page - firstPage_;
-    if (index >= pages_) return false;
+    if (index >= pages_) [[unlikely]] {
+      lastVirtualPage_ = otherVirtualPage(page);
+      if (!tlb_.access(lastVirtualPage_)) ++counts_.tlbMisses;
+      return false;
+    }
+    lastVirtualPage_ = kArenaFirstVirtualPage + index;
+    if (!tlb_.access(lastVirtualPage_)) [[unlikely]] ++counts_.tlbMisses;
     std::uint64_t bit = std::uint64_t{1} << (index % 64);
     std::uint64_t& word = touched_[index / 64];
-    if ((word & bit) != 0) return false;
+    if ((word & bit) != 0) [[likely]] return false;
     word |= bit;
     ++counts_.pagesTouched;
     return true;
   }
 
-  // `page` is now the most recent of its TLB set (and touched, once newPage returns): the
-  // pages remembered in that set are not any more.
-  void rememberRecentPage(std::uint64_t page, std::uint64_t virtualPage) {
-    std::uint64_t set = tlb_.setOf(virtualPage);
-    for (RecentTlbPage& recent : recentTlbPages_)
-      if (recent.page != kNoPage && tlb_.setOf(recent.virtualPage) == set) recent = {};
-    recentTlbPages_[nextRecentTlbPage_] = {page, virtualPage};
-    nextRecentTlbPage_ = (nextRecentTlbPage_ + 1) % kRecentTlbPages;
+  // A page outside the arena, numbered by first sight. The heap object's own fields
+  // alternate with arena pages several times an operation: a few recent pages spare the
+  // hash table's lookup (a division) most of the time.
+  std::uint64_t otherVirtualPage(std::uint64_t page) {
+    RecentPage& recent = recentOtherPages_[page % kRecentOtherPages];
+    if (recent.page != page) [[unlikely]] recent = {page, otherPages_.try_emplace(page, otherPages_.size()).first->second};
+    return recent.virtualPage;
   }
 
   SetAssociativeCache<8> l1_;
@@ -249,6 +236,7 @@ class CacheModel {
   std::uint64_t* touched_ = nullptr;
   std::size_t bitmapBytes_ = 0;
   std::uint64_t lastPage_ = kNoPage;
+  std::uint64_t lastLine_ = kNoPage;  // the real line of the access before
   std::uint64_t lastVirtualPage_ = 0;
   // Pages outside the arena, numbered in the order they were first accessed.
   std::unordered_map<std::uint64_t, std::uint64_t> otherPages_;
@@ -258,14 +246,6 @@ class CacheModel {
   };
   static constexpr std::size_t kRecentOtherPages = 8;
   RecentPage recentOtherPages_[kRecentOtherPages];
-  // Pages that are each the most recent of their TLB set and touched (switchToRecentPage).
-  struct RecentTlbPage {
-    std::uint64_t page = kNoPage;
-    std::uint64_t virtualPage = 0;
-  };
-  static constexpr std::size_t kRecentTlbPages = 4;
-  RecentTlbPage recentTlbPages_[kRecentTlbPages];
-  std::size_t nextRecentTlbPage_ = 0;
   CacheModelCounts counts_;
 };
 
