@@ -379,7 +379,7 @@ struct alignas(64) Superblock {
   // A free of `node`, an object's start, that left the inline path: reported when it is
   // freed already, else tagged. `owned`: this thread owns the superblock (may read its
   // lists). Returns false for a free that must not go on a list: another thread's free of
-  // an object holding the tag that it cannot prove freed (see confirmDoubleFree).
+  // an object holding the tag that it finds on no list (see confirmDoubleFree).
   [[nodiscard]] bool checkAndTagFreed(void* node, bool owned) const {
     std::uint64_t tag = freedTag(node, this);
     if (hardening::secondWord(node) == tag) [[unlikely]] {
@@ -388,16 +388,17 @@ struct alignas(64) Superblock {
     hardening::secondWord(node) = tag;
     return true;
   }
-  // `node` holds the tag. Its owner looks for it on the free list and on the remote list
-  // (other threads only push there, so reading it is safe) and reports it when found, else
-  // frees it (a live object with a stale tag copied into it). Another thread may read only
-  // the remote list: found there, it is reported; not found, the object may sit on the
-  // owner's free list (a double free that must not be listed twice) or be live with a
-  // stale tag (which a report would abort wrongly): it is left alone, a leak of one object
-  // at worst, never a second listing nor a false report.
+  // `node` holds the tag. It is reported when found on the superblock's free list or its
+  // remote list, else freed by its owner (a live object with a stale tag copied into it).
+  // Another thread reads the owner's list as the owner changes it: the walk is bounded and
+  // stops at a link out of the superblock, whose pages stay mapped, so at worst it misses;
+  // not found, the object is left alone (it may sit on a list the walk missed, where a
+  // second listing would hand it out twice, or be live with a stale tag, which a report
+  // would abort wrongly): a leak of one object at worst.
   [[gnu::cold, gnu::noinline]] bool confirmDoubleFree(void* node, bool owned) const {
-    bool onRemoteList = listHolds(remoteFree.load(std::memory_order_acquire), node);
-    if (onRemoteList || (owned && listHolds(freeList, node))) hardening::doubleFree(node);
+    const FreeNode* ownersList = owned ? freeList : __atomic_load_n(&freeList, __ATOMIC_RELAXED);
+    if (listHolds(remoteFree.load(std::memory_order_acquire), node) || listHolds(ownersList, node))
+      hardening::doubleFree(node);
     return owned;
   }
   // A walk of at most as many links as the superblock has objects, that stops at a link
