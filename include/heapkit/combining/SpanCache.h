@@ -93,7 +93,7 @@ class SpanCache {
     if (end == nullptr) return false;
     std::size_t bytes = blockBytes(sb, end);
     if (bytes > config.maxBytes) return false;
-    if (loadMetadata(heap, count_) >= maxBlocks(config) || loadMetadata(heap, bytes_) + bytes > config.maxBytes) {
+    if (noRoomFor(heap, config, bytes)) {
       full = true;
       return false;
     }
@@ -107,9 +107,7 @@ class SpanCache {
   void giveBackFor(H& heap, Large& large, const SpanCacheConfig& config, Superblock* sb) {
     char* end = Large::keptEnd(heap, sb, config.maxBlockBytes);
     std::size_t bytes = blockBytes(sb, end);
-    while (loadMetadata(heap, count_) != 0 &&
-           (loadMetadata(heap, count_) >= maxBlocks(config) || loadMetadata(heap, bytes_) + bytes > config.maxBytes))
-      giveBackOldest(heap, large);
+    while (loadMetadata(heap, count_) != 0 && noRoomFor(heap, config, bytes)) giveBackOldest(heap, large);
     push(heap, sb, end, bytes);
   }
 
@@ -139,6 +137,12 @@ class SpanCache {
   static std::size_t maxBlocks(const SpanCacheConfig& config) { return config.blocks < kMaxBlocks ? config.blocks : kMaxBlocks; }
   static std::size_t blockBytes(Superblock* sb, const char* end) {
     return static_cast<std::size_t>(end - reinterpret_cast<const char*>(Superblock::baseOf(sb)));
+  }
+
+  // The cache's limits leave no room for a block of `bytes` more.
+  template <class H>
+  bool noRoomFor(H& heap, const SpanCacheConfig& config, std::size_t bytes) {
+    return loadMetadata(heap, count_) >= maxBlocks(config) || loadMetadata(heap, bytes_) + bytes > config.maxBytes;
   }
 
   template <class H>
