@@ -133,7 +133,8 @@ def compare_with_random(workload: Path, args) -> list[dict]:
                                population=args.compare_population, generations=args.compare_generations, seed=seed,
                                cache=tmp / f"ge-{name}-{seed}.sqlite",
                                diverse=not args.no_diverse, mutation=args.mutation, operators=args.operators,
-                               threads=args.threads, screen=args.screen, refine=args.refine)
+                               threads=args.threads, screen=args.screen, refine=args.refine,
+                               adaptive=not args.fixed_shares)
             ge_seconds = time.monotonic() - started
             presets = list(result.presets.values())
             # The designs the search simulated beyond the presets: the random sample's size.
@@ -184,7 +185,8 @@ def comparison_section(rows: list[dict], args) -> str:
                   if tuple(args.compare_objectives) != hs.DEFAULT_OBJECTIVES else "")
                + (f" --screen {args.screen}" if args.screen != hs.SCREEN else "")
                + (f" --refine {args.refine}" if args.refine != hs.REFINE else "")
-               + (" --no-diverse" if args.no_diverse else ""))
+               + (" --no-diverse" if args.no_diverse else "")
+               + (" --fixed-shares" if args.fixed_shares else ""))
     traces = list(dict.fromkeys(r["trace"] for r in rows))
     objectives = " and ".join(args.compare_objectives)
     lines = ["### Convergence and random designs", "",
@@ -197,6 +199,8 @@ def comparison_section(rows: list[dict], args) -> str:
              + (f"{args.screen} candidates per offspring, the surrogate picking one" if args.screen > 1 else "no screening")
              + (f"; {args.refine:.0%} of the offspring from the Pareto local search around the front" if args.refine
                 else "; no local search")
+             + ("" if args.fixed_shares else ", then each generation's shares of breeding, random immigrants and the "
+                "local search adapted to their success")
              + ") against random sampling at equal evaluations: as many distinct valid designs as the search simulated "
              "beyond the presets, first the designs the search's first population starts from (the mixed and fitted "
              "page-segregated seeds), then random genomes through the same grammar; the presets in both fronts; "
@@ -288,7 +292,9 @@ def main() -> None:
     parser.add_argument("--screen", type=int, default=hs.SCREEN,
                         help="candidates per offspring the surrogate picks from (1: no screening)")
     parser.add_argument("--refine", type=float, default=hs.REFINE,
-                        help="share of each generation's offspring from the Pareto local search around the front")
+                        help="share of the first generation's offspring from the Pareto local search around the front")
+    parser.add_argument("--fixed-shares", action="store_true",
+                        help="keep the immigrants' and the local search's shares fixed (no adaptive shares)")
     parser.add_argument("--mutation", type=float, default=0.02, help="the per-codon mutation rate (codon operators)")
     parser.add_argument("-j", "--threads", type=int, default=2, help="simulations at once")
     args = parser.parse_args()

@@ -532,10 +532,15 @@ def _design_table(title: str, designs, objectives, references: dict[str, dict[st
 @click.option("--mutation", type=click.FloatRange(0, 1), default=0.02, show_default=True,
               help="Per-codon probability (--operators codon).")
 @click.option("--immigrants", type=click.FloatRange(0, 1), default=0.25, show_default=True,
-              help="Share of each generation's offspring replaced by random genomes.")
+              help="Share of the first generation's offspring replaced by random genomes (later generations: "
+                   "adapted, unless --fixed-shares).")
 @click.option("--refine", type=click.FloatRange(0, 1), default=0.25, show_default=True,
-              help="Share of each generation's offspring made one setting or one part away from a design of the "
-                   "front, those adding most to its hypervolume first (Pareto local search; 0: none).")
+              help="Share of the first generation's offspring made one setting or one part away from a design of "
+                   "the front, those adding most to its hypervolume first (Pareto local search; later generations: "
+                   "adapted, unless --fixed-shares).")
+@click.option("--fixed-shares", is_flag=True,
+              help="Keep --immigrants and --refine for every generation, instead of moving each generation's "
+                   "offspring to the way (breeding, immigrants, local search) whose offspring added to the front.")
 @click.option("--screen", type=click.IntRange(min=1), default=1, show_default=True,
               help="Candidates made for each offspring; a model learnt from the designs simulated so far picks the "
                    "one to simulate (1: no screening; docs/search.md says when it helps).")
@@ -554,8 +559,8 @@ def _design_table(title: str, designs, objectives, references: dict[str, dict[st
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write an HTML report (profile, the front, convergence, DMM maps).")
 def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: str, weights: str | None, population: int,
-           generations: int, operators: str, mutation: float, immigrants: float, refine: float, screen: int, crossover: float,
-           seed: int,
+           generations: int, operators: str, mutation: float, immigrants: float, refine: float, fixed_shares: bool,
+           screen: int, crossover: float, seed: int,
            resume: bool, cache: Path | None, threads: int | None, cluster: str | None, sample: int | None,
            energy: Path | None, no_glibc: bool,
            report_path: Path | None) -> None:
@@ -590,7 +595,8 @@ def search(trace: Path, out_dir: Path, grammar_path: Path | None, objectives: st
         front, result = find_designs(trace, out_dir, objectives=chosen, sample=sample, glibc_reference=not no_glibc,
                                      progress=progress, grammar=grammar_obj, weights=weight_values,
                                      population=population, generations=generations, mutation=mutation,
-                                     immigrants=immigrants, refine=refine, operators=operators, screen=screen,
+                                     immigrants=immigrants, refine=refine, adaptive=not fixed_shares,
+                                     operators=operators, screen=screen,
                                      crossover=crossover, seed=seed, resume=resume, cache=cache, threads=threads,
                                      energy=model, runner=runner)
     if result.interrupted:

@@ -86,8 +86,19 @@ LOCAL_MUTATION = 0.5
 MAX_STEPS_PER_EVENT = 400
 # Pareto local search (refine_front): the share of each generation's offspring made one
 # setting or one part away from a design of the front (docs/search.md, "Pareto local
-# search"); a quarter did better than none or a half against random sampling.
+# search"); the first generation's share, then adapted (ADAPTIVE_MINIMUM).
 REFINE = 0.25
+# With adaptive shares (the default), each generation's offspring are split between the
+# three ways of making them (bred, random immigrants, the local search) in proportion to
+# how often each one's offspring added to the front's hypervolume lately (probability
+# matching, Thierens 2005), each keeping at least this share: no one way suits every
+# trace (a fixed half of local steps won espresso and lost CPython's trace, where random
+# immigrants found the regions the front needed).
+ADAPTIVE_MINIMUM = 0.125
+# How much of a way's credit is kept from one generation to the next (the rest is its
+# success rate in the latest generation).
+ADAPTIVE_MEMORY = 0.5
+SOURCES = ("bred", "immigrants", "refine")
 
 
 @dataclass
@@ -350,7 +361,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
            progress: Progress | None = None, runner: Optional[Callable[[list[Spec]], list[dict]]] = None,
            diverse: bool = True, seed_fitted: bool = True, immigrants: float = 0.25,
            operators: str = "subtree", unique_points: bool = True, screen: int = SCREEN,
-           hv_selection: bool = True, refine: float = REFINE) -> SearchResult:
+           hv_selection: bool = True, refine: float = REFINE, adaptive: bool = True) -> SearchResult:
     """Grammatical evolution of DMM designs for ``trace``; writes ``out_dir/checkpoint.pkl``
     after each generation and returns the front (see the module's docstring). With
     ``diverse`` (the default), every genome of the first population and every offspring
@@ -363,7 +374,10 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
     are made for each offspring, of which the surrogate model (:mod:`heapkit.surrogate`)
     picks the one to simulate (1: every offspring simulated as made); with ``hv_selection`` (the
     default), the last front to fit is cut by hypervolume contribution, not crowding
-    distance (:func:`truncate_by_contribution`)."""
+    distance (:func:`truncate_by_contribution`); ``refine``: the share of offspring made by
+    the Pareto local search (:func:`refine_front`); with ``adaptive`` (the default, for
+    multi-objective searches), ``immigrants`` and ``refine`` are the first generation's
+    shares, later ones follow each way's recent success (:func:`adapt_shares`)."""
     import time
 
     objectives = tuple(objectives)
@@ -411,6 +425,10 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
 
     archive: dict[str, Design] = {}
     individuals_evaluated = 0
+    adaptive = adaptive and weights is None
+    shares = {"immigrants": immigrants, "refine": refine}
+    shares["bred"] = max(0.0, 1.0 - immigrants - refine)
+    credit = dict.fromkeys(SOURCES, 0.0)
 
     def evaluate_population(individuals: list[_Individual]) -> None:
         nonlocal individuals_evaluated
@@ -434,7 +452,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
     if resume and checkpoint_path.exists():
         with open(checkpoint_path, "rb") as f:
             state = pickle.load(f)
-        if state["settings"] != _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants, operators, unique_points, screen, hv_selection, refine):
+        if state["settings"] != _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants, operators, unique_points, screen, hv_selection, refine, adaptive):
             raise ValueError(f"{checkpoint_path} is of a search with other settings: start afresh without --resume")
         rng = random.Random()
         rng.setstate(state["rng"])
@@ -447,6 +465,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
         evaluator.evaluations += state["evaluations"]
         evaluator.cache_hits += state["cache_hits"]
         individuals_evaluated = state.get("individuals", individuals_evaluated)
+        shares, credit = state.get("shares", shares), state.get("credit", credit)
     else:
         rng = random.Random(seed)
         # The presets, then (with seed_fitted) the page-segregated designs with the class
@@ -505,7 +524,7 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
                     tools.mutUniformInt(individual, 0, 255, indpb=mutation)
             # Random immigrants: a share of the offspring replaced by fresh random genomes.
             for index in range(len(offspring)):
-                if with_immigrants and immigrants and random.random() < immigrants:
+                if with_immigrants and shares["immigrants"] and random.random() < shares["immigrants"]:
                     offspring[index] = _make(fitness_class, [random.randrange(256)
                                                              for _ in range(random.randint(*genome_length))])
                     offspring[index].immigrant = True
@@ -554,13 +573,13 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
             pools = [breed(pop)] + [breed(pop, with_immigrants=False) for _ in range(screen - 1)]
             seen = set(archive) | set(preset_names)
             refined = []
-            if refine > 0:
+            if shares["refine"] > 0:
                 # Pareto local search: a share of the offspring one setting or one part
                 # away from the front's designs (refine_front), the rest bred as before.
                 front = non_dominated(list(archive.values()), objectives)
                 refined = [_make(fitness_class, g) for g in
                            refine_front(grammar, front, [baseline.objective(o) for o in objectives], objectives,
-                                        round(refine * population), seen, rng)]
+                                        round(shares["refine"] * population), seen, rng)]
                 pools = [pool[:population - len(refined)] for pool in pools]
             if diverse:
                 # An offspring whose design the search has already evaluated (or another
@@ -570,23 +589,29 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
                     for individual in pool:
                         make_new(grammar, individual, seen, rng)
             offspring = (pools[0] if len(pools) == 1 else screened(pools)) + refined
+            for individual in refined:
+                individual.refined = True
             evaluate_population(offspring)
             pop = pop + offspring
             generation += 1
             front = non_dominated(list(archive.values()) + _front_presets(preset_designs, heap_per_thread), objectives)
+            if adaptive:
+                made, added = _sources_success(offspring, front, objectives, [baseline.objective(o) for o in objectives])
+                shares, credit = adapt_shares(credit, made, added, shares)
             best = min(front, key=lambda d: scored(d)) if front else baseline
             history.append({"generation": generation, "hypervolume": hypervolume(front, objectives, baseline),
                             "front": len(front), "best": {o: best.objective(o) for o in objectives},
                             "evaluations": evaluator.evaluations, "cache_hits": evaluator.cache_hits,
                             "individuals": individuals_evaluated, "distinct": len(archive),
+                            "shares": dict(shares),
                             "seconds": time.monotonic() - started})
             with open(checkpoint_path.with_suffix(".tmp"), "wb") as f:
-                pickle.dump({"settings": _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants, operators, unique_points, screen, hv_selection, refine),
+                pickle.dump({"settings": _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse, seed_fitted, immigrants, operators, unique_points, screen, hv_selection, refine, adaptive),
                              "rng": rng.getstate(), "generation": generation, "history": history,
                              "population": [list(i) for i in pop],
                              "archive": [(d.spec.normalized, d.spec.name, d.metrics, d.genome) for d in archive.values()],
                              "evaluations": evaluator.evaluations, "cache_hits": evaluator.cache_hits,
-                             "individuals": individuals_evaluated}, f)
+                             "individuals": individuals_evaluated, "shares": shares, "credit": credit}, f)
             checkpoint_path.with_suffix(".tmp").replace(checkpoint_path)
             if progress is not None:
                 progress(history[-1])
@@ -600,6 +625,47 @@ def search(trace: str | Path, out_dir: str | Path, *, grammar: Grammar | None = 
                         cache_hits=evaluator.cache_hits, seconds=time.monotonic() - started, interrupted=interrupted,
                         individuals=individuals_evaluated, distinct=len(archive), evaluated=list(archive.values()),
                         heap_per_thread=heap_per_thread)
+
+
+def _sources_success(offspring: Sequence, front: Sequence[Design], objectives: Sequence[str],
+                     baseline: Sequence[float]) -> tuple[dict[str, int], dict[str, int]]:
+    """How many of ``offspring`` each way made (SOURCES), and how many of those are designs
+    of ``front`` adding to its hypervolume (inside the box, not tied with another point)."""
+    base = np.maximum(np.asarray(baseline, dtype=np.float64), 1e-12)
+    adding = set()
+    if front:
+        points = np.array([[d.objective(o) for o in objectives] for d in front]) / base
+        inside = (points < REFERENCE).all(axis=1)
+        if inside.any():
+            gains = moocore.hv_contributions(points[inside], ref=[REFERENCE] * len(base))
+            adding = {d.spec.key for d, g in zip([d for d, i in zip(front, inside) if i], gains) if g > 0}
+    made, added = dict.fromkeys(SOURCES, 0), dict.fromkeys(SOURCES, 0)
+    for individual in offspring:
+        source = "refine" if getattr(individual, "refined", False) else \
+            "immigrants" if getattr(individual, "immigrant", False) else "bred"
+        made[source] += 1
+        if individual.spec is not None and individual.spec.key in adding:
+            added[source] += 1
+    return made, added
+
+
+def adapt_shares(credit: dict[str, float], made: dict[str, int], added: dict[str, int],
+                 shares: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
+    """The next generation's shares of offspring for each way of making them (SOURCES) and
+    their credits: a way's credit is ADAPTIVE_MEMORY of its last plus the rest times the
+    share of its offspring that added to the front this generation (a way that made none
+    keeps its credit); the shares follow the credits (probability matching), each at least
+    ADAPTIVE_MINIMUM; while no way has credit, the shares stay. A way at a share of 0 (turned
+    off: ``--refine 0``) stays off."""
+    ways = [s for s in SOURCES if shares.get(s, 0) > 0]
+    credit = {s: credit[s] if not made.get(s) else
+              ADAPTIVE_MEMORY * credit[s] + (1 - ADAPTIVE_MEMORY) * added.get(s, 0) / made[s] for s in SOURCES}
+    total = sum(credit[s] for s in ways)
+    if total <= 0:
+        return dict(shares), credit
+    minimum = min(ADAPTIVE_MINIMUM, 1.0 / len(ways))
+    free = 1.0 - minimum * len(ways)
+    return {s: minimum + free * credit[s] / total if s in ways else 0.0 for s in SOURCES}, credit
 
 
 def random_sample(trace: str | Path, count: int, *, seed: int = 1, presets: Sequence[Design] = (),
@@ -938,22 +1004,23 @@ def _make(fitness_class, genome: Sequence[int]) -> _Individual:
     individual.fitness = fitness_class()
     individual.spec = None
     individual.immigrant = False
+    individual.refined = False
     return individual
 
 
 def _settings(objectives, weights, population, mutation, crossover, seed, grammar, diverse=True,
               seed_fitted=True, immigrants=0.0, operators="codon", unique_points=False, screen=1, hv_selection=False,
-              refine=0.0) -> dict:
+              refine=0.0, adaptive=False) -> dict:
     return {"objectives": list(objectives), "weights": list(weights) if weights else None, "population": population,
             "mutation": mutation, "crossover": crossover, "seed": seed, "diverse": diverse, "seed_fitted": seed_fitted,
             "immigrants": immigrants, "operators": operators,
             "unique_points": unique_points, "screen": screen, "hv_selection": hv_selection,
-            "refine": refine,
+            "refine": refine, **({"adaptive": True} if adaptive else {}),
             "grammar": hashlib.sha256(grammar.to_text().encode()).hexdigest()}
 
 
 __all__ = ["DEFAULT_OBJECTIVES", "Design", "EvaluationCache", "Evaluator", "OBJECTIVES", "OPERATORS", "REFERENCE",
-           "SearchResult", "choice_crossover", "choice_mutation", "confirm", "default_cache_path", "dominates",
+           "SearchResult", "adapt_shares", "choice_crossover", "choice_mutation", "confirm", "default_cache_path", "dominates",
            "hypervolume", "make_new", "non_dominated", "leaf_mutation", "leaf_neighbours", "part_neighbours",
            "random_sample", "refine_front", "search", "truncate_by_contribution", "seed_genomes", "subtree_crossover",
            "subtree_mutation", "write_front"]

@@ -370,6 +370,47 @@ def test_refine_front_steps_from_the_designs_adding_most():
     assert keys(everything[:len(inside)]) == inside and keys(everything[len(inside):]) == beyond
 
 
+def test_adaptive_shares_follow_the_way_that_adds_to_the_front():
+    """Probability matching over the three ways of making offspring: the way whose
+    offspring added to the front gains share, every way keeps ADAPTIVE_MINIMUM, the shares
+    sum to one, a way that made nothing this generation keeps its credit, and while no way
+    has credit the shares stay as they were."""
+    start = {"bred": 0.5, "immigrants": 0.25, "refine": 0.25}
+    nothing = dict.fromkeys(hs.SOURCES, 0.0)
+    made = {"bred": 12, "immigrants": 6, "refine": 6}
+    same, credit = hs.adapt_shares(nothing, made, dict.fromkeys(hs.SOURCES, 0), start)
+    assert same == start and credit == nothing
+    shares, credit = hs.adapt_shares(nothing, made, {"bred": 0, "immigrants": 0, "refine": 3}, start)
+    assert shares["refine"] == pytest.approx(1 - 2 * hs.ADAPTIVE_MINIMUM)
+    assert shares["bred"] == shares["immigrants"] == pytest.approx(hs.ADAPTIVE_MINIMUM)
+    # Immigrants now do as well as the local search did: they share the room above the minimum.
+    shares, credit = hs.adapt_shares(credit, made, {"bred": 0, "immigrants": 3, "refine": 0}, shares)
+    assert shares["immigrants"] > hs.ADAPTIVE_MINIMUM and shares["refine"] > hs.ADAPTIVE_MINIMUM
+    assert sum(shares.values()) == pytest.approx(1.0)
+    kept, again = hs.adapt_shares(credit, {"bred": 24, "immigrants": 0, "refine": 0}, dict.fromkeys(hs.SOURCES, 0),
+                                  shares)
+    assert again["immigrants"] == credit["immigrants"] and again["refine"] == credit["refine"]
+    assert kept["bred"] == pytest.approx(hs.ADAPTIVE_MINIMUM)
+    # A way turned off stays off, whatever the others do.
+    off, _ = hs.adapt_shares(nothing, {"bred": 24, "immigrants": 0, "refine": 0}, {"bred": 3, "immigrants": 0, "refine": 0},
+                             {"bred": 0.75, "immigrants": 0.25, "refine": 0.0})
+    assert off["refine"] == 0 and off["bred"] + off["immigrants"] == pytest.approx(1) and off["bred"] > 0.5
+
+
+def test_the_search_moves_its_offspring_to_the_way_that_pays(churn_trace, tmp_path):
+    """Each generation's shares are recorded and follow the ways' success: after the first
+    generation they are no longer the fixed starting shares (a search that ignored success
+    would keep them), each stays at least ADAPTIVE_MINIMUM; with adaptive=False they stay."""
+    settings = dict(population=24, generations=4, seed=1, threads=2, cache=tmp_path / "cache.sqlite")
+    adaptive = hs.search(churn_trace, tmp_path / "adaptive", **settings)
+    shares = [h["shares"] for h in adaptive.history]
+    start = {"immigrants": 0.25, "refine": hs.REFINE, "bred": 1 - 0.25 - hs.REFINE}
+    assert any(s != start for s in shares), shares
+    assert all(min(s.values()) >= hs.ADAPTIVE_MINIMUM - 1e-12 and sum(s.values()) == pytest.approx(1) for s in shares)
+    fixed = hs.search(churn_trace, tmp_path / "fixed", adaptive=False, **settings)
+    assert all(h["shares"] == start for h in fixed.history)
+
+
 def test_the_population_holds_one_design_per_point(churn_trace, tmp_path):
     """Designs whose objectives are those of a design already selected (settings that change
     nothing on this trace) come after every other point: the population explores instead of
@@ -410,7 +451,8 @@ def test_short_searches_keep_diversity(churn_trace, tmp_path):
     assert diverse.history[-1]["distinct"] == diverse.distinct
     # GE's codon operators without the rule (and without the local search, whose designs
     # are new by construction): offspring are mostly copies of their parents.
-    plain = hs.search(churn_trace, tmp_path / "plain", diverse=False, operators="codon", refine=0, **settings)
+    plain = hs.search(churn_trace, tmp_path / "plain", diverse=False, operators="codon", refine=0, adaptive=False,
+                      **settings)
     assert plain.distinct < 0.6 * plain.individuals, (plain.distinct, plain.individuals)
 
 
