@@ -16,9 +16,12 @@ between parents or redrawn, the rest of the design kept (:func:`subtree_crossove
 GE's one-point crossover and per-codon mutation). With ``screen`` > 1 a surrogate model
 (:mod:`heapkit.surrogate`) picks which of several candidates to simulate. Every offspring
 derives a design not evaluated before (:func:`make_new`), and a share of them are random
-immigrants. A share of each generation's offspring (``refine``, a quarter by default) are not bred but made one setting or
-one part away from the front's designs, those adding most to its hypervolume first
-(:func:`refine_front`: a Pareto local search).
+immigrants. A share of each generation's offspring (``refine``, a quarter in the first
+generation) are not bred but made one setting or one part away from the front's designs,
+those adding most to its hypervolume first (:func:`refine_front`: a Pareto local search).
+With ``adaptive`` (the default), each later generation is split between breeding,
+immigrants and the local search by how often each one's offspring added to the front
+(:func:`adapt_shares`).
 
 Evaluations are simulations (:func:`heapkit.simulate`) on threads, memoised by the
 design's normalised form in an on-disk cache that later runs reuse. A checkpoint after
