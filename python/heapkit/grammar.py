@@ -142,34 +142,49 @@ class Grammar:
             stack.extend(reversed(alternatives[choice]))
         return read
 
-    def subtrees(self, genome: Sequence[int]) -> list[tuple[str, int, int]] | None:
-        """The derivation tree of ``genome`` as (nonterminal, start, end) for every node, in
-        the order expanded: the codons genome[start:end] are exactly those its subtree
-        reads (a leftmost derivation reads each subtree's codons in one block), so another
-        block deriving the same nonterminal can replace them, and the rest of the genome
-        derives what it derived before. None when the derivation wraps around the genome
-        (its blocks are not contiguous then)."""
-        nodes: list[tuple[str, int, int] | None] = []
+    def derivation_tree(self, genome: Sequence[int]):
+        """The derivation tree of ``genome``: (nonterminal, start, end, children) for the
+        start symbol, each child a node of the same shape, in the order expanded; the
+        codons genome[start:end] are exactly those the node's subtree reads (a leftmost
+        derivation reads each subtree's codons in one block), so another block deriving the
+        same nonterminal can replace them, and the rest of the genome derives what it
+        derived before. None when the derivation wraps around the genome (its blocks are
+        not contiguous then)."""
         position = 0
 
-        def expand(symbol: str) -> bool:
+        def expand(symbol: str):
             nonlocal position
             start, alternatives = position, self.rules[symbol]
             choice = 0
             if len(alternatives) > 1:
                 if position >= len(genome):
-                    return False
+                    return None
                 choice = genome[position] % len(alternatives)
                 position += 1
-            index = len(nodes)
-            nodes.append(None)
+            children = []
             for item in alternatives[choice]:
-                if item.startswith("<") and not expand(item):
-                    return False
-            nodes[index] = (symbol, start, position)
-            return True
+                if item.startswith("<"):
+                    child = expand(item)
+                    if child is None:
+                        return None
+                    children.append(child)
+            return (symbol, start, position, children)
 
-        return nodes if expand(self.start) else None  # type: ignore[return-value]
+        return expand(self.start)
+
+    def subtrees(self, genome: Sequence[int]) -> list[tuple[str, int, int]] | None:
+        """:meth:`derivation_tree`'s nodes as (nonterminal, start, end), in the order
+        expanded; None when the derivation wraps around the genome."""
+        tree = self.derivation_tree(genome)
+        if tree is None:
+            return None
+        nodes: list[tuple[str, int, int]] = []
+        todo = [tree]
+        while todo:
+            symbol, start, end, children = todo.pop()
+            nodes.append((symbol, start, end))
+            todo.extend(reversed(children))
+        return nodes
 
     def random_subtree(self, symbol: str, rng, avoid: int | None = None, max_codons: int = 256) -> list[int]:
         """Codons that derive ``symbol`` by random choices (its first choice other than

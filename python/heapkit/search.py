@@ -869,32 +869,6 @@ def leaf_neighbours(grammar: Grammar, genome: Sequence[int]) -> list[list[int]]:
     return out
 
 
-def _derivation(grammar: Grammar, genome: Sequence[int]):
-    """The derivation tree of ``genome``: (symbol, start, end, children) with
-    genome[start:end] the codons its subtree reads; None when it wraps around the genome."""
-    position = 0
-
-    def expand(symbol: str):
-        nonlocal position
-        start, alternatives = position, grammar.rules[symbol]
-        choice = 0
-        if len(alternatives) > 1:
-            if position >= len(genome):
-                return None
-            choice = genome[position] % len(alternatives)
-            position += 1
-        children = []
-        for item in alternatives[choice]:
-            if item.startswith("<"):
-                child = expand(item)
-                if child is None:
-                    return None
-                children.append(child)
-        return (symbol, start, position, children)
-
-    return expand(grammar.start)
-
-
 def part_neighbours(grammar: Grammar, genome: Sequence[int], rng: random.Random) -> list[list[int]]:
     """Genomes one part away from ``genome``: at each choice whose alternatives are not all
     literal (how many parts a design has, a part's mechanism, the general allocator, a
@@ -902,7 +876,7 @@ def part_neighbours(grammar: Grammar, genome: Sequence[int], rng: random.Random)
     that it has too (in order: one part more keeps the design's parts and general
     allocator, one part fewer drops the last part), random choices for the rest; the rest
     of the genome kept. Empty when the derivation wraps around the genome."""
-    tree = _derivation(grammar, genome)
+    tree = grammar.derivation_tree(genome)
     if tree is None:
         return []
     out, todo = [], [tree]
