@@ -13,9 +13,11 @@
 // Where the header is (mimalloc's page info in its segment): outside the superblock, in
 // a slot of the 4 MiB-aligned region that holds it. A region is 64 slices of 64 KiB; its
 // first slice is metadata (building/SegmentHeap.h: the segment, then the slots), and the
-// header of slice i is slot i, 256 bytes at i * 256 from the region's start:
+// header of slice i is slot i, 128 bytes at i * 128 from the region's start (mimalloc's
+// page descriptors in the segment's first page: the 64 slots take two pages, the
+// segment's slice entries a third):
 //   region: [segment | slot 1 | ... | slot 63 | slice entries ...][slice 1]...[slice 63]
-//   slot of an address = (address & ~(4 MiB - 1)) | ((address >> 8) & 0x3F00)
+//   slot of an address = (address & ~(4 MiB - 1)) | ((address >> 9) & 0x1F80)
 // A slice keeps only its first 16 bytes, its head: the free token and the header's
 // address. free reads the head of the 64 KiB block a pointer lies in (a foreign pointer's
 // block is as likely mapped as before; a region's start often is not), and only when the
@@ -44,9 +46,9 @@ inline constexpr std::size_t kPageBytes = 4096;
 // aligns its segments to it).
 inline constexpr std::size_t kRegionBytes = 4 * 1024 * 1024;
 inline constexpr std::size_t kRegionSlices = kRegionBytes / kBytes;  // 64, slot 0 the segment's
-// 256 bytes a slot (not 192), so that finding the header is a shift, a mask and an or.
-inline constexpr std::size_t kSlotBytes = 256;
-inline constexpr std::size_t kSlotsBytes = kRegionSlices * kSlotBytes;  // 16 KiB, 4 pages
+// A header's bytes, so that finding the header is a shift, a mask and an or.
+inline constexpr std::size_t kSlotBytes = 128;
+inline constexpr std::size_t kSlotsBytes = kRegionSlices * kSlotBytes;  // 8 KiB, 2 pages
 
 // Bits of Superblock::freeFlags. A free in a superblock with none of them set is the fast
 // path: an owner comparison and this one word decide it.
@@ -75,38 +77,40 @@ struct SliceHead {
 };
 static_assert(sizeof(SliceHead) == kMinAlignment);
 
-// Three cache lines, so that frees by other threads (which read the first and write the
-// third) never fight with the owner's allocations (which write the second).
+// Two cache lines, 128 bytes, so that a segment's 64 header slots take two pages (at three
+// lines in 256-byte slots they took four, and sqlite3's full segments held 8 KiB more
+// each). The owner's allocations and frees write only the first line; frees by other
+// threads read the second (the checks, the flags, the object geometry) and write its
+// remote list, so they never fight with the owner's fast path.
 struct alignas(64) Superblock {
-  // Set when the superblock is (re)formatted, then (except freeFlags) only read.
-  void* owner;  // the heap whose class lists hold it (combining/SuperblockHeap.h)
-  char* firstObject;
-  std::uint64_t reciprocal;  // ceil(2^32 / objectBytes): object index without a division
-  std::uint32_t objectBytes;
-  std::uint32_t sizeClass;
-  std::uint64_t unused0;  // keeps the cache lines as they were laid out
-  // Changes rarely (a superblock entering or leaving the full list, memalign). Only the
-  // owner writes it, so relaxed loads and stores suffice, and no read-modify-write.
-  std::atomic<std::uint32_t> freeFlags;
-  // Hardened: tells a header from anything else a masked pointer may land on (0 in the
-  // constant-initialised sentinel, which no free reaches).
-  std::uint32_t cookie = 0;
-  void* block;  // medium and large blocks: where the block came from (see LargeObjectHeap)
-  std::size_t usableBytes;
   // Written by the owning heap (or under the pool's lock).
-  alignas(64) Superblock* prev;
-  Superblock* next;
   FreeNode* freeList;
+  std::uint32_t used;       // handed out and not yet back on freeList
+  std::uint32_t sizeClass;  // a medium or large block: where it came from (see LargeObjectHeap)
   char* bump;
   char* lastStart;     // last address in the bump pointer's region where a whole object fits
   char* residentEnd;   // pages below it are in use (reused from the top heap) and not purged;
                        // a large block: its old data's end (bytesToClear)
-  std::uint32_t used;  // handed out and not yet back on freeList
+  Superblock* prev;
+  Superblock* next;
   std::uint64_t ownerToken;  // the owner heap's free token
-  // Written by other threads.
-  alignas(64) std::atomic<FreeNode*> remoteFree;
-  std::atomic<std::uint32_t> inFullList;
+  // Set when the superblock is (re)formatted, then (except the flags) only read; and the
+  // words other threads write.
+  alignas(64) void* owner;  // the heap whose class lists hold it (combining/SuperblockHeap.h)
+  char* firstObject;
+  void* block;  // medium and large blocks: where the block came from (see LargeObjectHeap)
+  std::size_t usableBytes;
+  std::atomic<FreeNode*> remoteFree;
   Superblock* nextReactivated;
+  std::uint32_t reciprocal;  // ceil(2^32 / objectBytes) (objects of 16 bytes or more): object index without a division
+  std::uint32_t objectBytes;
+  // Hardened: tells a header from anything else a masked pointer may land on (0 in the
+  // constant-initialised sentinel, which no free reaches).
+  std::uint32_t cookie = 0;
+  // Changes rarely (a superblock entering or leaving the full list, memalign). Only the
+  // owner writes it, so relaxed loads and stores suffice, and no read-modify-write.
+  std::atomic<std::uint16_t> freeFlags;
+  std::atomic<std::uint16_t> inFullList;
 
   // ---- finding a header --------------------------------------------------------------
 
@@ -176,10 +180,10 @@ struct alignas(64) Superblock {
     storeMetadata(heap, bump, base + sizeof(SliceHead));
     storeMetadata(heap, lastStart, base + superblock::kBytes - objectBytesValue);
     storeMetadata(heap, objectBytes, objectBytesValue);
-    storeMetadata(heap, reciprocal, ((std::uint64_t{1} << 32) + objectBytesValue - 1) / objectBytesValue);
+    storeMetadata(heap, reciprocal, static_cast<std::uint32_t>(((std::uint64_t{1} << 32) + objectBytesValue - 1) / objectBytesValue));
     storeMetadata(heap, sizeClass, static_cast<std::uint32_t>(sizeClassIndex));
     storeMetadata(heap, used, 0u);
-    storeMetadata(heap, freeFlags, 0u);
+    storeMetadata(heap, freeFlags, std::uint16_t{0});
     syncFreeToken(heap);
     remoteFree.store(nullptr, std::memory_order_relaxed);
     inFullList.store(0, std::memory_order_relaxed);
@@ -194,12 +198,12 @@ struct alignas(64) Superblock {
   }
   template <class H>
   void setFlag(H& heap, std::uint32_t flag) {
-    storeMetadata(heap, freeFlags, flags(heap) | flag);
+    storeMetadata(heap, freeFlags, static_cast<std::uint16_t>(flags(heap) | flag));
     syncFreeToken(heap);
   }
   template <class H>
   void clearFlag(H& heap, std::uint32_t flag) {
-    storeMetadata(heap, freeFlags, flags(heap) & ~flag);
+    storeMetadata(heap, freeFlags, static_cast<std::uint16_t>(flags(heap) & ~flag));
     syncFreeToken(heap);
   }
   // The owner's token opens free's fast path; a flag, or no owner, closes it.
@@ -314,7 +318,7 @@ struct alignas(64) Superblock {
       node->next = head;
     } while (!remoteFree.compare_exchange_weak(head, node, std::memory_order_seq_cst, std::memory_order_relaxed));
     if (inFullList.load(std::memory_order_seq_cst) == 0) return false;
-    std::uint32_t expected = 1;
+    std::uint16_t expected = 1;
     return inFullList.compare_exchange_strong(expected, 0, std::memory_order_seq_cst);
   }
 
@@ -453,7 +457,7 @@ struct alignas(64) Superblock {
     }
   }
 };
-static_assert(sizeof(Superblock) == 192 && sizeof(Superblock) % kMinAlignment == 0);
+static_assert(sizeof(Superblock) == 128 && sizeof(Superblock) % kMinAlignment == 0);
 static_assert(sizeof(Superblock) <= superblock::kSlotBytes && superblock::kSlotsBytes <= superblock::kBytes);
 
 }  // namespace heapkit

@@ -213,7 +213,7 @@ class SuperblockHeap : public Super {
     if (sb->flags(*this) & superblock::kInFullList) {
       if constexpr (RemoteFrees) {
         // Unless a remote freer has claimed it (then `reactivated` brings it back).
-        std::uint32_t expected = 1;
+        std::uint16_t expected = 1;
         if (!sb->inFullList.compare_exchange_strong(expected, 0, std::memory_order_seq_cst)) return;
       }
       moveFullToPartial(sb);
@@ -315,7 +315,7 @@ class SuperblockHeap : public Super {
     if constexpr (RemoteFrees) {
       sb->inFullList.store(1, std::memory_order_seq_cst);
       if (sb->remoteFree.load(std::memory_order_seq_cst) != nullptr) {
-        std::uint32_t expected = 1;
+        std::uint16_t expected = 1;
         if (sb->inFullList.compare_exchange_strong(expected, 0, std::memory_order_seq_cst)) return false;
         // A remote freer claimed it: it will be on `reactivated` shortly; park it in full.
       }
