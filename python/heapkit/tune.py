@@ -449,9 +449,11 @@ def tune(command: Sequence[str], out_dir: str | Path, settings: TuneSettings = T
 
     def announce(where: str) -> Callable[[int, hr.RaceResult], None]:
         def on_round(n: int, result: hr.RaceResult) -> None:
-            racing = [s.name for s in result.standings if s.eliminated is None and not s.disqualified]
-            out_now = len(result.standings) - len(racing)
-            say(where, f"round {n}: {len(racing)} racing, {out_now} out, {result.seconds:.0f} s")
+            ok = [s for s in result.standings if not s.disqualified]
+            undominated = sum(1 for s in ok if s.eliminated is None)
+            stopped = sum(1 for s in ok if s.stopped_after is not None)
+            say(where, f"round {n}: {undominated} undominated, {len(ok) - undominated - stopped} set aside (still "
+                       f"measured), {stopped} stopped, {result.seconds:.0f} s")
         return on_round
 
     def race_trace() -> None:
@@ -513,6 +515,8 @@ def _measured_set(race: hr.RaceResult, key: str, heading: str, note: str, design
         else:
             by = race.dominated_by(s.name)
             status = s.eliminated or (f"dominated by {', '.join(by)}" if by else "")
+            if s.stopped_after is not None:
+                status += f" (not measured after round {s.stopped_after})"
         ratio = (lambda axis: race.compare(s.name, reference, axis).ratio) if reference and reference != s.name \
             else (lambda axis: 1.0 if reference else None)
         built = designs.get(s.name)
