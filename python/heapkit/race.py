@@ -392,6 +392,9 @@ def race(contenders: Sequence[Contender], measure: Measure, settings: RaceSettin
             on_round(round_number, result)
         if over_budget or (round_number in looks and not result.open_pairs()):
             break
+    for s in result.standings:
+        if s.stopped_after == result.rounds:
+            s.stopped_after = None  # set aside at the race's last look: it ran every round
     result.seconds = time.monotonic() - started
     return result
 
