@@ -297,8 +297,10 @@ def render(outcomes: list[Outcome], settings: ht.TuneSettings, args) -> str:
               "mixed designs (the churn page-segregated, the rest AdaptiveLeaHeap, by size or by lifetime) and "
               "optimises the time model's predicted time (\"Predicting replay time\"); tune builds, besides the "
               "front's balance and extremes, the design nearest to beating HKS's time and the least of ALEA's "
-              "footprint and glibc's replayed one, and races on "
-              "the program the one nearest to beating every peer on the trace. The recommendation stays "
+              "footprint and glibc's replayed one and the two flanking that goal, and races on the program those "
+              "nearest to beating every peer on the trace. Every contender of a race is measured in every round "
+              "while the budget allows (a dominated one is set aside, and re-admitted if later rounds undo the "
+              "verdict), so that the medians above are over the same rounds. The recommendation stays "
               "honest regardless: a peer is recommended when no built design beats it measurably."]
     return "\n".join(lines) + "\n"
 

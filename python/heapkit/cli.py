@@ -694,7 +694,8 @@ def _race_table(title: str, race, recommended: str | None) -> Table:
         elif s.name in front:
             verdict = "[bold green]front[/bold green]" + (" ★ recommended" if s.name == recommended else "")
         else:
-            verdict = escape(s.eliminated or "dominated by " + ", ".join(race.dominated_by(s.name)))
+            verdict = escape((s.eliminated or "dominated by " + ", ".join(race.dominated_by(s.name)))
+                             + (", stopped" if s.stopped_after is not None else ""))
         name = f"[bold]{escape(s.name)}[/bold]" if s.kind == "design" else escape(s.name)
         table.add_row(name, f"{s.cpu_seconds * scale:.0f} ({low * scale:.0f}–{high * scale:.0f}) {unit}",
                       _bytes(s.peak_rss), *ratios, verdict)

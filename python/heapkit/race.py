@@ -1,7 +1,7 @@
 """Racing allocators: which of several runs a program (or replays a trace) fastest and with
 the least memory, and what the measurements can and cannot tell apart.
 
-A race runs in rounds. Each round measures every contender still in the race once, in an
+A race runs in rounds. Each round measures once every contender that has not stopped (below), in an
 order shuffled afresh (so a slow spell of a shared machine, or a position effect, falls
 on all of them alike). Two figures come from each run: the CPU time (user + system) of the
 process and of every process it waited for, and the peak resident set. Both are compared
@@ -14,17 +14,28 @@ pair by pair, over the rounds the two contenders shared, as ratios a/b:
 - the pair is **tied** on that axis when the whole interval lies within ``1 ± margin``,
   **less** (or greater) when it lies below (above) 1, and **open** otherwise.
 
-a **dominates** b when a is less or tied on both axes and less on one. From
-The race looks at the evidence after a few rounds only (8, 11, 15 and 20 by default:
+a **dominates** b when a is less or tied on both axes and less on one. The race looks at
+the evidence after a few rounds only (8, 11, 15 and 20 by default:
 :meth:`RaceSettings.looks`), each look's intervals at a confidence that splits
 ``1 - confidence`` between the looks, so that looking repeatedly does not make a wrong
-separation of a pair likelier than ``1 - confidence`` over the whole race. At each look,
-a contender dominated by one still racing leaves the race (as in irace/F-race: evidence
-accumulates, and runs go to the contenders still in question). The race ends at a look
-where every pair still racing is decided on both axes, or at ``max_rounds``, or when the
-next round would overrun ``budget_seconds`` (after the first look). The **measured
-front** is the contenders no other dominates. A pair truly within the margin is called
-tied, not separated, once the interval is narrow enough.
+separation of a pair likelier than ``1 - confidence`` over the whole race.
+
+At each look every contender's standing is decided afresh from all the rounds so far: one
+that another dominates is **set aside** (``Standing.eliminated`` says by whom), one that
+none dominates is on the front, and a contender set aside at an earlier look that no other
+dominates any more (an unlucky start) is **re-admitted** (``Standing.readmitted``). While
+the budget lets every contender run to the last round, set-aside contenders keep being
+measured: every median is then over the same rounds (a drift in the machine's speed
+during the race falls on all of them alike) and a wrong early verdict can be undone. Only
+when the budget cannot run them all to the last round do the set-aside contenders **stop**
+for real (as in irace/F-race: the runs go to the contenders still in question;
+``Standing.stopped_after``); a stopped contender is never re-admitted (its pairs' shared
+rounds no longer change). The race ends at a look where every pair of undominated
+contenders is decided on both axes, or at ``max_rounds``, or when the next round would
+overrun ``budget_seconds`` (after the first look; the round it stops at is then the last
+look, in place of the looks it did not reach). The **measured front** is the contenders no
+other dominates at the last look. A pair truly within the margin is called tied, not
+separated, once the interval is narrow enough.
 
 Every decision is taken on the data of the race and can be checked from it:
 ``RaceResult.to_dict()`` keeps every run.
@@ -136,7 +147,9 @@ class RaceSettings:
                 f"{self.decision_confidence():.1%} distribution-free interval (order statistics) at rounds "
                 f"{', '.join(map(str, self.looks()))} ({self.confidence:.0%} over the race); tied when the interval is "
                 f"within ±{self.time_margin:.0%} (CPU time) or ±{self.rss_margin:.0%} (peak RSS), separated when it "
-                f"excludes 1; a contender dominated by another leaves the race"
+                f"excludes 1; at each look a contender another dominates is set aside, and re-admitted at a later look "
+                f"where none does; set-aside contenders are measured to the end unless the budget cannot run every "
+                f"contender to the last round, when they stop"
                 + (f"; {self.budget_seconds:.0f} s budget" if self.budget_seconds else ""))
 
 
@@ -206,9 +219,11 @@ def compare_samples(a: Sequence[float], b: Sequence[float], axis: str, margin: f
 @dataclass
 class Standing:
     contender: Contender
-    samples: list[Optional[Sample]] = field(default_factory=list)  # by round; None once out of the race
-    eliminated: Optional[str] = None  # why it left the race
+    samples: list[Optional[Sample]] = field(default_factory=list)  # by round; None when not measured in it
+    eliminated: Optional[str] = None  # set aside at the last look: by whom it was dominated (None: undominated)
     disqualified: Optional[str] = None  # a run that differs from the reference's: never on the front
+    stopped_after: Optional[int] = None  # the round after which it was no longer measured (None: to the end)
+    readmitted: list[int] = field(default_factory=list)  # the looks at which a set-aside contender came back
 
     @property
     def name(self) -> str:
@@ -306,7 +321,8 @@ class RaceResult:
         return {"settings": asdict(self.settings), "rule": self.settings.rule(), "rounds": self.rounds,
                 "seconds": self.seconds, "reference": self.reference, "output_checked": self.output_checked,
                 "standings": [{"contender": s.contender.to_dict(), "eliminated": s.eliminated,
-                               "disqualified": s.disqualified,
+                               "disqualified": s.disqualified, "stopped_after": s.stopped_after,
+                               "readmitted": s.readmitted,
                                "samples": [asdict(x) if x is not None else None for x in s.samples]}
                               for s in self.standings]}
 
@@ -314,7 +330,8 @@ class RaceResult:
     def from_dict(cls, d: dict) -> "RaceResult":
         standings = [Standing(Contender.from_dict(s["contender"]),
                               [Sample(**x) if x is not None else None for x in s["samples"]], s.get("eliminated"),
-                              s.get("disqualified")) for s in d["standings"]]
+                              s.get("disqualified"), s.get("stopped_after"), list(s.get("readmitted", [])))
+                     for s in d["standings"]]
         return cls(standings, RaceSettings(**d["settings"]), d["rounds"], d["seconds"], d.get("reference"),
                    d.get("output_checked", True))
 
@@ -344,31 +361,40 @@ def race(contenders: Sequence[Contender], measure: Measure, settings: RaceSettin
     started = time.monotonic()
     reference_outputs: set[str] = set()
     looks = set(settings.looks())
+    runs = 0
     for round_number in range(1, settings.max_rounds + 1):
-        racing = [s for s in result.standings if s.eliminated is None and not s.disqualified]
-        order = list(racing)
+        order = [s for s in result.standings if s.stopped_after is None and not s.disqualified]
         rng.shuffle(order)
         measured: dict[str, Sample] = {}
         for s in order:
             if on_run:
                 on_run(s.contender)
             measured[s.name] = measure(s.contender)
+        runs += len(order)
         for s in result.standings:
             s.samples.append(measured.get(s.name))
         result.rounds = round_number
         if reference is not None:
             _check_against_reference(result, measured, reference, reference_outputs)
-        if round_number in looks:
-            _eliminate(result, keep, round_number)
         result.seconds = time.monotonic() - started
-        if on_round:
-            on_round(round_number, result)
-        if round_number in looks and not result.open_pairs():
-            break
+        over_budget = False
         if settings.budget_seconds is not None and round_number >= min(looks):
             per_round = result.seconds / round_number
-            if result.seconds + per_round > settings.budget_seconds:
-                break
+            over_budget = result.seconds + per_round > settings.budget_seconds
+        if round_number in looks or over_budget or round_number == settings.max_rounds:
+            # Can every contender still measured run to the last round within the budget?
+            still = sum(1 for s in result.standings if s.stopped_after is None and not s.disqualified)
+            per_run = result.seconds / max(runs, 1)
+            afford = settings.budget_seconds is None or \
+                result.seconds + per_run * still * (settings.max_rounds - round_number) <= settings.budget_seconds
+            _look(result, keep, round_number, stop_set_aside=not afford)
+        if on_round:
+            on_round(round_number, result)
+        if over_budget or (round_number in looks and not result.open_pairs()):
+            break
+    for s in result.standings:
+        if s.stopped_after == result.rounds:
+            s.stopped_after = None  # set aside at the race's last look: it ran every round
     result.seconds = time.monotonic() - started
     return result
 
@@ -397,18 +423,26 @@ def _status(status: int) -> str:
     return f"signal {-status}" if status < 0 else str(status)
 
 
-def _eliminate(result: RaceResult, keep: set[str], round_number: int) -> None:
-    racing = [s for s in result.standings if s.eliminated is None and not s.disqualified]
-    out = []
-    for s in racing:
-        if s.name in keep:
-            continue
-        for other in racing:
-            if other is not s and result.dominates(other.name, s.name):
-                out.append((s, f"dominated by {other.name} after {round_number} rounds"))
-                break
-    for s, why in out:
-        s.eliminated = why
+def _look(result: RaceResult, keep: set[str], round_number: int, stop_set_aside: bool) -> None:
+    """A look at the evidence: every contender's standing decided afresh from all the rounds
+    so far (set aside when another dominates it, re-admitted when none does any more); with
+    ``stop_set_aside``, the set-aside contenders stop being measured (``keep`` never does)."""
+    eligible = [s for s in result.standings if not s.disqualified and s.runs()]
+    for s in eligible:
+        if s.stopped_after is not None:
+            continue  # its shared rounds no longer change: its standing is final
+        by = [o.name for o in eligible if o is not s and result.dominates(o.name, s.name)]
+        if by:
+            previous = s.eliminated.split(" after ")[0].removeprefix("dominated by ") if s.eliminated else None
+            if previous not in by:
+                s.eliminated = f"dominated by {by[0]} after {round_number} rounds"
+        elif s.eliminated is not None:
+            s.eliminated = None
+            s.readmitted.append(round_number)
+    if stop_set_aside:
+        for s in eligible:
+            if s.eliminated is not None and s.stopped_after is None and s.name not in keep:
+                s.stopped_after = round_number
 
 
 # ---- measuring a program or a replay ----------------------------------------------------------

@@ -13,15 +13,16 @@ redoes only what depends on it):
    it evaluates beside the search are kept in its front.json); on a trace of more than
    two million operations, on its first million, the front then confirmed on the whole;
 5. ``build``: designs of the front (the best balance of predicted time and footprint, the
-   one nearest to beating heapkit's fast and dense presets HKS and ALEA on both axes, the
-   least footprint, the least predicted time, then spread along the front) and the presets worth building
+   one nearest to beating heapkit's fast and dense presets HKS and ALEA on both axes and the
+   two flanking that goal, the least footprint, the least predicted time, then spread along
+   the front) and the presets worth building
    (LEA, and any preset on the front) are built (``designs/NAME/``) and the built heap's
    bytes held checked against the prediction, to the byte;
 6. ``race-trace``: the built designs and the peers (glibc, jemalloc, mimalloc, tcmalloc,
    libheapkit.so, libheapkit-lea.so: those installed) raced on the trace
    (``heapkit-replay``), :mod:`heapkit.race`;
 7. ``race-program``: the peers and the designs the trace's race left on its front (at most
-   ``finalists``), with the best design the search found in any case and the one nearest
+   ``finalists``), with the best design the search found in any case and those nearest
    to beating every peer on both axes on the trace, raced on the whole
    command, every process under the allocator, output and exit status checked against
    glibc's;
@@ -195,9 +196,11 @@ def _save(path: Path, data) -> None:
 def pick_candidates(front: Front, count: int) -> list[FrontDesign]:
     """Up to ``count`` designs of the simulated front: the best balance of predicted time and
     footprint (each over Kingsley's), the design nearest to beating heapkit's fast and
-    dense general-purpose presets on both axes (:func:`nearest_to_dominating`), the least
-    footprint, the least predicted time, then designs evenly spread along the front by
-    footprint (within twice the least footprint, when enough designs are)."""
+    dense general-purpose presets on both axes (:func:`nearest_to_dominating`) and the two
+    flanking that goal (:func:`both_axes_flanks`), the least footprint (presets built anyway
+    or raced as peers aside), the least predicted time, then designs evenly spread along the
+    front by footprint (within twice the least footprint and three times HKS's predicted
+    time, when enough designs are)."""
     designs = list(front.designs)
     if not designs or count < 1:
         return []
@@ -215,12 +218,20 @@ def pick_candidates(front: Front, count: int) -> list[FrontDesign]:
     near = nearest_to_dominating(front)
     if near is not None:
         add(near)
-    add(min(designs, key=lambda d: (d.footprint, d.time)))
+    for flank in both_axes_flanks(front):
+        add(flank)
+    # The least footprint among the designs not built anyway (LEA is) and not a peer's own
+    # composition (HKS and ALEA are libheapkit.so's and libheapkit-lea.so's, raced as peers).
+    unbuilt = [d for d in designs if d.name not in PRESETS_TO_BUILD + GENERAL_PURPOSE] or designs
+    add(min(unbuilt, key=lambda d: (d.footprint, d.time)))
     add(min(designs, key=lambda d: (d.time, d.footprint)))
     # Spread along the part of the front a user may want: within twice the least footprint
-    # (a region holding 7x the live bytes is fast and of no use), all of it if too few.
+    # (a region holding 7x the live bytes is fast and of no use) and three times the fast
+    # preset's predicted time (a design 40x slower than libheapkit.so is of no use either),
+    # all of it if too few.
     least = min(d.footprint for d in designs)
-    usable = [d for d in designs if d.footprint <= 2 * least]
+    fast = _fast_target(front)
+    usable = [d for d in designs if d.footprint <= 2 * least and (fast is None or d.time <= 3 * fast)]
     by_footprint = sorted(usable if len(usable) >= count else designs, key=lambda d: (d.footprint, d.time))
     while len(chosen) < min(count, len(designs)) and any(d.key not in {c.key for c in chosen} for d in by_footprint):
         remaining = [d for d in by_footprint if d.key not in {c.key for c in chosen}]
@@ -261,6 +272,44 @@ def nearest_to_dominating(front: Front) -> Optional[FrontDesign]:
     return min(searched, key=lambda d: (max(d.time / fastest, d.footprint / smallest), d.time))
 
 
+def _fast_target(front: Front) -> Optional[float]:
+    """The predicted time of the faster of heapkit's general-purpose presets (HKS: libheapkit.so)."""
+    presets = [front.presets[n].metrics for n in GENERAL_PURPOSE if n in front.presets and _usable(front.presets[n].metrics)]
+    times = [m.get("predicted_ns") or m["work"] for m in presets]
+    return min(times) if times and min(times) > 0 else None
+
+
+def _dense_target(front: Front) -> Optional[float]:
+    """The footprint a design must not exceed to be as dense as the densest peer: glibc's
+    replayed footprint (the lowest peer's RSS on most programs), else the denser preset's."""
+    glibc = front.references.get("glibc", {}).get("footprint")
+    if glibc:
+        return float(glibc)
+    presets = [front.presets[n].metrics for n in GENERAL_PURPOSE if n in front.presets and _usable(front.presets[n].metrics)]
+    return float(min(m["peak_footprint"] for m in presets)) if presets else None
+
+
+def both_axes_flanks(front: Front) -> list[FrontDesign]:
+    """The two searched designs that flank the goal of beating every peer on both axes from
+    either side: the least footprint among those predicted as fast as the fast preset (HKS,
+    libheapkit.so), and the least predicted time among those within the dense target
+    (glibc's replayed footprint). When no design meets both, the one that does best on the
+    measured axis it is furthest from is one of these two; the simulator's ranking alone
+    (one figure, :func:`nearest_to_dominating`) may favour a design neither side of it."""
+    searched = [d for d in front.designs if d.name not in heapkit.PRESETS]
+    fast, dense = _fast_target(front), _dense_target(front)
+    found = []
+    if fast is not None:
+        quick = [d for d in searched if d.time <= fast]
+        if quick:
+            found.append(min(quick, key=lambda d: (d.footprint, d.time)))
+    if dense is not None:
+        small = [d for d in searched if d.footprint <= dense]
+        if small:
+            found.append(min(small, key=lambda d: (d.time, d.footprint)))
+    return found
+
+
 def nearest_to_beating_peers(race: hr.RaceResult, names: Sequence[str]) -> Optional[str]:
     """Of ``names`` (designs raced), the one nearest to beating every peer of the race on
     both axes: the least of max(time over the fastest peer's, peak RSS over the lowest
@@ -274,12 +323,34 @@ def nearest_to_beating_peers(race: hr.RaceResult, names: Sequence[str]) -> Optio
     return min(designs, key=lambda s: (max(s.cpu_seconds / fastest, s.peak_rss / smallest), s.cpu_seconds)).name
 
 
+def flanking_peers(race: hr.RaceResult, names: Sequence[str]) -> list[str]:
+    """Of ``names`` (designs raced), the least peak RSS among those whose median time is at
+    most the fastest peer's, and the least time among those whose peak RSS is at most the
+    lowest peer's (each when there is one): the candidates for beating every peer on both
+    axes that one figure (:func:`nearest_to_beating_peers`) would rank below another."""
+    peers = [s for s in race.standings if s.kind == "peer" and s.runs() and not s.disqualified]
+    designs = [s for s in race.standings if s.name in set(names) and s.runs() and not s.disqualified]
+    if not peers or not designs:
+        return []
+    fastest = min(p.cpu_seconds for p in peers)
+    smallest = min(p.peak_rss for p in peers)
+    found = []
+    quick = [s for s in designs if s.cpu_seconds <= fastest]
+    if quick:
+        found.append(min(quick, key=lambda s: (s.peak_rss, s.cpu_seconds)).name)
+    small = [s for s in designs if s.peak_rss <= smallest]
+    if small:
+        found.append(min(small, key=lambda s: (s.cpu_seconds, s.peak_rss)).name)
+    return list(dict.fromkeys(found))
+
+
 def pick_finalists(race: hr.RaceResult, count: int, prefer: str, searched: Sequence[str] = ()) -> list[str]:
     """The designs to race on the program: those on the trace's measured front, in the
     preference's order, at most ``count``; and the best of the ``searched`` designs (those
     the search found, not presets) by the preference even when the trace's race put it
     off its front, so that the program's race always measures what the search found (and
-    at least one design)."""
+    at least one design); and the searched designs aimed at beating every peer on both
+    axes (:func:`nearest_to_beating_peers`, :func:`flanking_peers`)."""
     from heapkit.recommend import choose
 
     designs = [s for s in race.standings if s.kind == "design" and not s.disqualified and s.runs()]
@@ -300,6 +371,11 @@ def pick_finalists(race: hr.RaceResult, count: int, prefer: str, searched: Seque
     near = nearest_to_beating_peers(race, [s.name for s in found])
     if near is not None and near not in finalists:
         finalists.append(near)
+    # And the two that flank that goal on the trace from either side: the smallest of those
+    # as fast as the fastest peer, the fastest of those as small as the smallest peer.
+    for flank in flanking_peers(race, [s.name for s in found]):
+        if flank not in finalists:
+            finalists.append(flank)
     if not finalists:
         finalists.append(choose(race, designs, prefer).name)
     return finalists
@@ -449,9 +525,11 @@ def tune(command: Sequence[str], out_dir: str | Path, settings: TuneSettings = T
 
     def announce(where: str) -> Callable[[int, hr.RaceResult], None]:
         def on_round(n: int, result: hr.RaceResult) -> None:
-            racing = [s.name for s in result.standings if s.eliminated is None and not s.disqualified]
-            out_now = len(result.standings) - len(racing)
-            say(where, f"round {n}: {len(racing)} racing, {out_now} out, {result.seconds:.0f} s")
+            ok = [s for s in result.standings if not s.disqualified]
+            undominated = sum(1 for s in ok if s.eliminated is None)
+            stopped = sum(1 for s in ok if s.stopped_after is not None)
+            say(where, f"round {n}: {undominated} undominated, {len(ok) - undominated - stopped} set aside (still "
+                       f"measured), {stopped} stopped, {result.seconds:.0f} s")
         return on_round
 
     def race_trace() -> None:
@@ -513,6 +591,8 @@ def _measured_set(race: hr.RaceResult, key: str, heading: str, note: str, design
         else:
             by = race.dominated_by(s.name)
             status = s.eliminated or (f"dominated by {', '.join(by)}" if by else "")
+            if s.stopped_after is not None:
+                status += f" (not measured after round {s.stopped_after})"
         ratio = (lambda axis: race.compare(s.name, reference, axis).ratio) if reference and reference != s.name \
             else (lambda axis: 1.0 if reference else None)
         built = designs.get(s.name)
@@ -597,6 +677,6 @@ def write_tune_report(out_dir: str | Path, prefer: str = "balanced") -> Path:
     return rp.write(tune_report(out_dir, prefer), Path(out_dir) / "report.html")
 
 
-__all__ = ["BuiltDesign", "EMPTY_PROGRAM", "GENERAL_PURPOSE", "PEERS", "finished", "nearest_to_beating_peers", "nearest_to_dominating", "PRESETS_TO_BUILD", "STAGES", "TuneError", "TuneResult",
+__all__ = ["BuiltDesign", "EMPTY_PROGRAM", "GENERAL_PURPOSE", "PEERS", "finished", "both_axes_flanks", "flanking_peers", "nearest_to_beating_peers", "nearest_to_dominating", "PRESETS_TO_BUILD", "STAGES", "TuneError", "TuneResult",
            "TuneSettings", "agreement", "pick_candidates", "pick_finalists", "tune", "tune_report",
            "write_tune_report"]

@@ -48,19 +48,115 @@ def _noisy(figures: dict[str, tuple[float, int]], noise: float, seed: int = 3):
     return measure
 
 
-def test_a_race_eliminates_the_dominated_and_keeps_the_front():
+def test_a_race_sets_aside_the_dominated_and_keeps_the_front():
     figures = {"fast": (1.0, 120 << 20), "small": (1.6, 80 << 20), "twin": (1.0, 120 << 20), "slow": (2.0, 150 << 20)}
     contenders = [hr.Contender(n, None, "peer") for n in figures]
     result = hr.race(contenders, _noisy(figures, 0.03), hr.RaceSettings(min_rounds=6, max_rounds=30))
     assert result.standing("slow").eliminated and "dominated by" in result.standing("slow").eliminated
-    assert len(result.standing("slow").runs()) < result.rounds  # it stopped being run
+    # No budget: the set-aside contender is measured to the end, every median over the same rounds.
+    assert result.standing("slow").stopped_after is None
+    assert all(len(s.runs()) == result.rounds for s in result.standings)
     assert {s.name for s in result.front()} == {"fast", "small", "twin"}
+    assert {s.name for s in result.standings if s.eliminated is None} == {"fast", "small", "twin"}
     assert result.compare("fast", "twin", "cpu_seconds").outcome in ("tied", "open")
     assert result.compare("fast", "small", "cpu_seconds").outcome == "less"
     assert result.compare("small", "fast", "peak_rss").outcome == "less"
     # Round trip through the JSON tune keeps.
     again = hr.RaceResult.from_dict(result.to_dict())
     assert [s.name for s in again.front()] == [s.name for s in result.front()]
+
+
+def test_a_tight_budget_stops_the_set_aside_for_real(monkeypatch):
+    # A clock of the race's own: every run takes one second, whatever the machine's load.
+    clock = [0.0]
+    monkeypatch.setattr(hr, "time", type("Clock", (), {"monotonic": staticmethod(lambda: clock[0])}))
+    # "fast" and "twin" stay open on time: the race goes on after its first look.
+    figures = {"fast": (1.0, 120 << 20), "twin": (1.0, 120 << 20), "small": (1.6, 80 << 20), "slow": (2.0, 150 << 20)}
+    noisy = _noisy(figures, 0.03)
+
+    def one_second(contender: hr.Contender) -> hr.Sample:
+        clock[0] += 1.0
+        return noisy(contender)
+
+    # 4 contenders x 30 rounds need 120 s: the budget cannot run them all to the end.
+    settings = hr.RaceSettings(min_rounds=6, max_rounds=30, budget_seconds=60)
+    result = hr.race([hr.Contender(n) for n in figures], one_second, settings)
+    slow = result.standing("slow")
+    assert slow.eliminated and slow.stopped_after == settings.looks()[0]
+    assert len(slow.runs()) == slow.stopped_after < result.rounds  # it stopped being run
+    assert not slow.readmitted and "slow" not in {s.name for s in result.front()}
+    assert result.seconds <= 60
+    # With the budget for all of them, it is measured to the end.
+    clock[0] = 0.0
+    result = hr.race([hr.Contender(n) for n in figures], one_second,
+                     hr.RaceSettings(min_rounds=6, max_rounds=30, budget_seconds=1000))
+    assert result.standing("slow").eliminated and result.standing("slow").stopped_after is None
+    assert len(result.standing("slow").runs()) == result.rounds
+
+
+def _scripted(figures: dict[str, list[tuple[float, float]]]):
+    """A measure replaying, for each contender, its (seconds, MiB) of each round in turn."""
+    done: dict[str, int] = {}
+
+    def measure(contender: hr.Contender) -> hr.Sample:
+        i = done.get(contender.name, 0)
+        done[contender.name] = i + 1
+        seconds, mib = figures[contender.name][i]
+        return hr.Sample(seconds, int(mib * 2**20))
+
+    return measure
+
+
+def test_an_unlucky_start_is_readmitted_and_ends_on_the_front():
+    # "late" ran 10% slow in the first 8 rounds (a neighbour's job, say), then 3% faster
+    # than "steady" with the same RSS: dominated at the first look, not at the last.
+    rng = random.Random(5)
+    jitter = lambda: 1 + rng.uniform(-0.002, 0.002)  # noqa: E731
+    steady = [(1.0 * jitter(), 100.0 * jitter()) for _ in range(20)]
+    late = [(1.10 * jitter(), 100.0 * jitter()) for _ in range(8)] + [(0.97 * jitter(), 100.0 * jitter())
+                                                                      for _ in range(12)]
+    # glibc: smaller, and as fast as "steady" give or take 10% a run: a pair left open, so the race runs on.
+    glibc = [(rng.uniform(0.9, 1.1), 90.0 * jitter()) for _ in range(20)]
+    settings = hr.RaceSettings(max_rounds=20)
+    result = hr.race([hr.Contender("glibc"), hr.Contender("steady"), hr.Contender("late", None, "design")],
+                     _scripted({"steady": steady, "late": late, "glibc": glibc}), settings, reference="glibc")
+    late_standing = result.standing("late")
+    assert late_standing.readmitted and late_standing.readmitted[0] > settings.looks()[0]
+    assert late_standing.eliminated is None and late_standing.stopped_after is None
+    assert len(late_standing.runs()) == result.rounds == 20
+    assert "late" in {s.name for s in result.front()}
+    # At the first look it was set aside: the evidence of then says so.
+    early = hr.RaceResult.from_dict(result.to_dict())
+    for s in early.standings:
+        s.samples = s.samples[:8]
+    assert early.dominates("steady", "late")
+    from heapkit.recommend import recommend
+
+    assert recommend(result, "time").name in {s.name for s in result.front()}
+
+
+def test_a_truly_dominated_contender_lucky_at_first_is_never_on_the_front():
+    # "lucky" looked as good as "best" for 4 rounds, then showed its real cost: 8% slower, 5% bigger.
+    rng = random.Random(6)
+    jitter = lambda: 1 + rng.uniform(-0.002, 0.002)  # noqa: E731
+    best = [(1.0 * jitter(), 100.0 * jitter()) for _ in range(20)]
+    lucky = [(1.0 * jitter(), 100.0 * jitter()) for _ in range(4)] + [(1.08 * jitter(), 105.0 * jitter())
+                                                                      for _ in range(16)]
+    glibc = [(rng.uniform(0.9, 1.1), 90.0 * jitter()) for _ in range(20)]
+    result = hr.race([hr.Contender("glibc"), hr.Contender("best", None, "design"),
+                      hr.Contender("lucky", None, "design")],
+                     _scripted({"best": best, "lucky": lucky, "glibc": glibc}), hr.RaceSettings(max_rounds=20),
+                     reference="glibc")
+    early = hr.RaceResult.from_dict(result.to_dict())
+    for s in early.standings:
+        s.samples = s.samples[:8]
+    assert not early.dominates("best", "lucky")  # undominated at the first look
+    assert result.rounds == 20 and result.dominates("best", "lucky")
+    assert "lucky" not in {s.name for s in result.front()} and result.standing("lucky").eliminated
+    from heapkit.recommend import PREFERENCES, recommend
+
+    for prefer in PREFERENCES:
+        assert recommend(result, prefer).name != "lucky"
 
 
 def test_a_race_stops_once_every_pair_is_decided_and_keeps_to_its_budget():

@@ -115,7 +115,8 @@ def test_the_program_race_gets_the_design_nearest_to_beating_every_peer():
     assert nearest_to_beating_peers(race, ["near", "balanced", "slow"]) == "near"  # max(0.83/0.80, 22.5/20.0)
     assert nearest_to_beating_peers(race, []) is None
     finalists = pick_finalists(race, 1, "balanced", ["near", "balanced", "slow"])
-    assert "near" in finalists and len(finalists) == 2
+    # and "slow", the only design as small as glibc (flanking_peers): three of three
+    assert "near" in finalists and sorted(finalists) == ["balanced", "near", "slow"]
 
 
 def test_tune_builds_the_design_nearest_to_beating_its_fast_and_dense_presets(tmp_path):
@@ -147,3 +148,48 @@ def test_tune_builds_the_design_nearest_to_beating_its_fast_and_dense_presets(tm
     assert nearest_to_dominating(Front(["time", "footprint"], denser, presets=presets)).name == "mix"
     glibc_front = Front(["time", "footprint"], denser, presets=presets, references={"glibc": {"footprint": 19.5 * 2**20}})
     assert nearest_to_dominating(glibc_front).name == "dense"
+
+
+def test_tune_builds_the_designs_flanking_both_axes_and_no_hopeless_one(tmp_path):
+    # HKS fast and big, ALEA small and slow, glibc replayed at 20 MiB. "quick" is as fast as
+    # HKS and the smallest of those; "dense" is within glibc's footprint and the fastest of
+    # those; "balanced" is what one figure prefers (1.03x on both), neither side of the goal.
+    # "crawl" is 40x HKS's time: never built, even to spread along the front.
+    from pathlib import Path
+
+    from heapkit.designs import Front, FrontDesign, PresetFigures
+    from heapkit.tune import both_axes_flanks, nearest_to_dominating, pick_candidates
+
+    def design(name, ns, mib):
+        metrics = {"predicted_ns": ns, "work": ns, "peak_footprint": mib * 2**20}
+        return FrontDesign(name, Path(f"{name}.json"), name, {"time": ns, "footprint": mib}, metrics)
+
+    designs = [design("ALEA", 130, 19.5), design("HKS", 100, 25.0), design("balanced", 103, 20.6),
+               design("quick", 99, 21.5), design("dense", 125, 19.9), design("fastest", 90, 26.0),
+               design("crawl", 4000, 19.0), design("mid", 110, 20.8)]
+    presets = {d.name: PresetFigures(d.objectives, d.metrics) for d in designs if d.name in ("ALEA", "HKS")}
+    front = Front(["time", "footprint"], designs, presets=presets,
+                  references={"glibc": {"footprint": 20.0 * 2**20}})
+    assert nearest_to_dominating(front).name == "balanced"
+    assert [d.name for d in both_axes_flanks(front)] == ["quick", "dense"]
+    picked = [d.name for d in pick_candidates(front, 5)]
+    assert {"balanced", "quick", "dense"} <= set(picked[:4])
+    assert "crawl" in picked  # the least footprint is built: it is the front's extreme
+    assert "ALEA" not in picked and "HKS" not in picked  # raced as peers already
+    # Spread picks leave out a design 40x slower than HKS when there are others.
+    assert "crawl" not in [d.name for d in pick_candidates(Front(["time", "footprint"], designs[:6] + designs[7:] +
+                                                                 [design("crawl", 4000, 20.7)], presets=presets,
+                                                                 references=front.references), 5)]
+
+
+def test_the_program_race_gets_the_designs_flanking_every_peer_on_the_trace():
+    # "quick" is as fast as mimalloc (the fastest peer) and smaller than the other such
+    # design; "tight" is as small as glibc (the smallest peer) and the fastest such.
+    from heapkit.tune import flanking_peers, pick_finalists
+
+    race = table(dict(PEERS, quick=("design", 0.79, 21.5), quicker=("design", 0.78, 24.0),
+                      tight=("design", 0.95, 19.9), tighter=("design", 1.10, 19.0)))
+    assert flanking_peers(race, ["quick", "quicker", "tight", "tighter"]) == ["quick", "tight"]
+    assert flanking_peers(race, []) == []
+    finalists = pick_finalists(race, 1, "balanced", ["quick", "quicker", "tight", "tighter"])
+    assert {"quick", "tight"} <= set(finalists)
