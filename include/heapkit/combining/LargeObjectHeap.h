@@ -209,10 +209,12 @@ class LargeObjectHeap : public Super {
     else return true;
   }
 
+  // Without a cache (a thread's own segments: threads/OwnedSpanHeap.h) nothing to set.
   void setCacheBudget() {
-    if constexpr (kSecure) {
+    if constexpr (!requires(Super& parent) { parent.setTrimThreshold(std::size_t{}); }) {
+    } else if constexpr (kSecure) {
       Super::setTrimThreshold(0);  // a freed block goes back to Top at once
-    } else if constexpr (requires(Super& parent) { parent.setTrimThreshold(std::size_t{}); }) {
+    } else {
       std::size_t budget = 2 * recentLargestFree_;
       if (budget < config_.cacheMinBytes) budget = config_.cacheMinBytes;
       if (budget > config_.cacheMaxBytes) budget = config_.cacheMaxBytes;
