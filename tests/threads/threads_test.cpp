@@ -625,18 +625,38 @@ TEST(ScalableHeap, ThreadsServeMediumBlocksFromTheirOwnSegments) {
   EXPECT_EQ(heap.ownedFreeSlices(), segment::kSlices) << "the span went back at once";
   void* again = heap.malloc(150000);
   EXPECT_EQ(again, first) << "reused";
-  std::size_t shared = heap.segments();
-  void* huge = heap.malloc(Heap::OwnedSpansMaxBytes + 1);
+  void* huge = heap.malloc(heap.ownedSpanMaxBytes() + 1);
   void* aligned = heap.memalign(128 * 1024, 100000);
   EXPECT_EQ(heap.ownedSpanSegments(), 1u) << "larger and aligned blocks are the shared layers'";
-  EXPECT_GT(heap.segments(), shared);
-  void* biggest = heap.malloc(Heap::OwnedSpansMaxBytes);
-  std::memset(biggest, 3, Heap::OwnedSpansMaxBytes);
-  EXPECT_EQ(heap.ownedSpanSegments(), 2u) << "the largest owned block fills a segment";
+  EXPECT_EQ(Superblock::of(huge)->owner, nullptr);
+  EXPECT_EQ(Superblock::of(aligned)->owner, nullptr);
+  EXPECT_NE(Superblock::of(again)->owner, nullptr) << "a thread's own block names its heap";
+  std::size_t freeBefore = heap.ownedFreeSlices();
+  void* biggest = heap.malloc(heap.ownedSpanMaxBytes());
+  std::memset(biggest, 3, heap.ownedSpanMaxBytes());
+  EXPECT_LT(heap.ownedFreeSlices(), freeBefore) << "the largest owned block";
   heap.free(huge);
   heap.free(aligned);
   heap.free(again);
   heap.free(biggest);
+  EXPECT_EQ(heap.ownedFreeSlices(), heap.ownedSpanSegments() * segment::kSlices);
+}
+
+// With ownedSpanMaxBytes at its most, a thread's segments serve blocks up to an ordinary
+// segment's 63 slices: the largest fills a segment of its own.
+TEST(ScalableHeap, TheLargestOwnedBlockFillsASegment) {
+  using Heap = ScalableHeap<CountingTop>;
+  ScalableCoreConfig config;
+  config.ownedSpanMaxBytes = SIZE_MAX;
+  Heap heap(config);
+  EXPECT_EQ(heap.ownedSpanMaxBytes(), Heap::OwnedSpansMaxBytes);
+  void* small = heap.malloc(100000);
+  void* biggest = heap.malloc(Heap::OwnedSpansMaxBytes);
+  std::memset(biggest, 3, Heap::OwnedSpansMaxBytes);
+  EXPECT_EQ(heap.ownedSpanSegments(), 2u);
+  EXPECT_EQ(heap.ownedFreeSlices(), segment::kSlices - 2) << "the first segment less the small block";
+  heap.free(biggest);
+  heap.free(small);
   EXPECT_EQ(heap.ownedFreeSlices(), heap.ownedSpanSegments() * segment::kSlices);
 }
 

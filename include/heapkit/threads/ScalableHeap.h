@@ -7,8 +7,9 @@
 //   SuperblockHeap<ScalableSizeClasses, .., RemoteFrees>   one per thread: small objects
 //                                            (combining/SuperblockHeap.h, building/Superblock.h,
 //                                            building/SizeClasses.h)
-//   SpanCache                                one per thread: medium blocks it freed, kept
-//                                            (combining/SpanCache.h)
+//   OwnedSpanHeap                            one per thread: its medium blocks up to 256 KiB,
+//                                            spans of its own segments, with an atomic
+//                                            remote-free list (threads/OwnedSpanHeap.h)
 //   ScalableSharedLayers<Top>, under one lock  shared by the threads (general/ScalableCoreHeap.h):
 //     LargeObjectHeap<                       medium blocks as spans, large blocks cached
 //       SuperblockPool<                      empty superblocks, warm then purged
@@ -16,7 +17,8 @@
 //           SegmentHeap<Top>>>>              4 MiB segments, spans of 64 KiB slices,
 //                                            delayed purge within a budget
 //
-// With one thread this is ScalableCoreHeap<ScalableSizeClasses, Top>. Only the registry
+// With one thread this is ScalableCoreHeap<ScalableSizeClasses, Top>, but for the medium
+// blocks up to 256 KiB, which come from the thread's own segments. Only the registry
 // has thread-locals and pthread keys; only Top talks to the OS (it maps, unmaps and purges,
 // and counts bytes held and resident).
 //
@@ -33,11 +35,14 @@
 //    returns to the owner (Hoard's ownership), which collects it when it runs out.
 //  - A wholly free superblock goes back to the shared pool, which keeps the 4 MiB freed
 //    last with their pages and purges older ones (combining/SuperblockPool.h).
-//  - Medium blocks (over 32 KiB, up to 1 MiB) are spans of the same segments, reused by
-//    any thread after a free by any thread, their pages purged after a delay or over a
-//    budget that follows the program (building/SegmentHeap.h): no system call per block.
-//    Each thread keeps the blocks it freed since its last request none of them fitted,
-//    and serves its requests from them without the pool lock (combining/SpanCache.h).
+//  - Medium blocks (over 32 KiB) up to ScalableCoreConfig::ownedSpanMaxBytes (256 KiB) are
+//    spans of segments the allocating thread owns: its mallocs and frees of them take no
+//    lock, another thread's free pushes the block on the owner's atomic remote list (no
+//    lock), and the owner takes the list back at its next medium malloc (mimalloc's
+//    thread-free list). Larger ones, up to 32 MiB, are spans of the shared segments,
+//    reused by any thread after a free by any thread. Both kinds of segments purge free
+//    pages after a delay or over a budget that follows the program (building/
+//    SegmentHeap.h): no system call per block.
 //  - Larger blocks get a block of their own from Top, kept for reuse when freed (up to
 //    32 MiB, within twice the biggest freed recently, 4 to 64 MiB; combining/
 //    LargeObjectHeap.h, AdaptiveThresholdHeap.h).
@@ -336,6 +341,8 @@ class ScalableHeap {
   // segments they are cut from.
   std::size_t pooledSuperblocks() const { return locked(&Shared::pooledSuperblocks); }
   std::size_t segments() const { return locked(&Shared::segmentCount); }
+  // The largest block a thread's own segments serve with this configuration.
+  std::size_t ownedSpanMaxBytes() const { return ownedMaxBytes_; }
   // This thread's medium blocks' segments, and the slices of them not in use (tests).
   std::size_t ownedSpanSegments() {
     ThreadHeapState* heap = myHeap(false);
