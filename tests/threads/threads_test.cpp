@@ -693,7 +693,7 @@ TEST(ScalableHeap, MediumBlocksFreedByTheOtherThreadAreReusedByTheirOwner) {
     heap.free(block);
   };
   std::vector<std::size_t> segments(2), freeSlices(2);
-  std::vector<bool> waiting(2);
+  std::vector<int> waiting(2);  // not vector<bool>: each thread writes its own element
   auto worker = [&](unsigned seed, int index) {
     std::mt19937 random(seed);
     std::vector<void*> mine(kLive, nullptr);
