@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <new>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -607,88 +610,172 @@ TEST(ScalableHeap, MediumBlocksPassedBetweenThreadsReuseSpans) {
   EXPECT_LE(CountingTop::requests - requestsAfterWarmUp.load(), 1u) << "records went to Top";
 }
 
-// A thread keeps the medium blocks it frees (combining/SpanCache.h) and serves its next
-// requests from them without the pool lock: a request whose pages fit in a kept block's
-// with at most a slice to spare takes it; one that none fits gives them all back to the
-// segments first; the bounds hold; an exiting thread gives back what it kept.
-TEST(ScalableHeap, ThreadsKeepTheMediumBlocksTheyFreeUntilARequestNoneFits) {
-  ScalableHeap<CountingTop> heap;
-  heap.free(heap.malloc(16));  // this thread has a heap: it keeps blocks
+// A thread's medium blocks are spans of its own segments (threads/OwnedSpanHeap.h): a
+// freed block's span is reused by its next request, blocks over kMaxBytes or aligned go
+// to the shared layers, and a heap whose blocks are all freed has every slice free.
+TEST(ScalableHeap, ThreadsServeMediumBlocksFromTheirOwnSegments) {
+  using Heap = ScalableHeap<CountingTop>;
+  Heap heap;
+  heap.free(heap.malloc(16));  // this thread has a heap
+  EXPECT_EQ(heap.ownedSpanSegments(), 0u);
   void* first = heap.malloc(200000);
   std::memset(first, 1, 200000);
+  EXPECT_EQ(heap.ownedSpanSegments(), 1u);
   heap.free(first);
-  EXPECT_EQ(heap.keptSpanBlocks(), 1u);
-  EXPECT_EQ(heap.keptSpanBytes(), alignUp(200000 + 16, 4096));
-  // Smaller by less than a slice: the same block, its size the request's to the page.
+  EXPECT_EQ(heap.ownedFreeSlices(), segment::kSlices) << "the span went back at once";
   void* again = heap.malloc(150000);
-  EXPECT_EQ(again, first);
-  EXPECT_EQ(heap.keptSpanBlocks(), 0u);
-  EXPECT_EQ(heap.getSize(again), alignUp(150000 + 16, 4096) - 16);
-  std::memset(again, 2, 150000);
-  heap.free(again);
-  // Its pages now end past 150,000 bytes: a bigger request does not fit it; it goes back
-  // to the segments, which split the request from its span (the most resident pages).
-  void* bigger = heap.malloc(160000);
-  EXPECT_EQ(heap.keptSpanBlocks(), 0u);
-  EXPECT_EQ(bigger, first) << "given back, and split from its own pages";
-  heap.free(bigger);
-  // Nor is it used for a request that would leave more than a slice of it unused.
-  void* small = heap.malloc(40000);
-  EXPECT_EQ(heap.keptSpanBlocks(), 0u);
-  EXPECT_LE(heap.getSize(small), 65536u);
-  heap.free(small);
-  EXPECT_EQ(heap.keptSpanBlocks(), 1u);
-  // Aligned blocks are not kept; a request over maxBlockBytes gives back all, and its
-  // block is not kept either.
-  heap.free(heap.memalign(4096, 100000));
-  EXPECT_EQ(heap.keptSpanBlocks(), 1u);
-  void* huge = heap.malloc(2 * kMiB);
-  EXPECT_EQ(heap.keptSpanBlocks(), 0u);
+  EXPECT_EQ(again, first) << "reused";
+  void* huge = heap.malloc(heap.ownedSpanMaxBytes() + 1);
+  void* aligned = heap.memalign(128 * 1024, 100000);
+  EXPECT_EQ(heap.ownedSpanSegments(), 1u) << "larger and aligned blocks are the shared layers'";
+  EXPECT_EQ(Superblock::of(huge)->owner, nullptr);
+  EXPECT_EQ(Superblock::of(aligned)->owner, nullptr);
+  EXPECT_NE(Superblock::of(again)->owner, nullptr) << "a thread's own block names its heap";
+  std::size_t freeBefore = heap.ownedFreeSlices();
+  void* biggest = heap.malloc(heap.ownedSpanMaxBytes());
+  std::memset(biggest, 3, heap.ownedSpanMaxBytes());
+  EXPECT_LT(heap.ownedFreeSlices(), freeBefore) << "the largest owned block";
   heap.free(huge);
-  EXPECT_EQ(heap.keptSpanBlocks(), 0u);
-  // Many blocks freed: at most 8 kept, at most 2 MiB of their pages; the rest go back.
-  std::vector<void*> blocks;
-  for (int i = 0; i < 20; ++i) blocks.push_back(heap.malloc(300000 + 1000 * i));
-  for (void* block : blocks) heap.free(block);
-  EXPECT_GT(heap.keptSpanBlocks(), 0u);
-  EXPECT_LE(heap.keptSpanBlocks(), SpanCacheConfig{}.blocks);
-  EXPECT_LE(heap.keptSpanBytes(), SpanCacheConfig{}.maxBytes);
-  EXPECT_GT(heap.keptSpanBytes() + alignUp(319016, 4096), SpanCacheConfig{}.maxBytes) << "full";
+  heap.free(aligned);
+  heap.free(again);
+  heap.free(biggest);
+  EXPECT_EQ(heap.ownedFreeSlices(), heap.ownedSpanSegments() * segment::kSlices);
 }
 
-// calloc on a kept block clears what the block held.
-TEST(ScalableHeap, CallocOnAKeptBlockClearsIt) {
+// With ownedSpanMaxBytes at its most, a thread's segments serve blocks up to an ordinary
+// segment's 63 slices: the largest fills a segment of its own.
+TEST(ScalableHeap, TheLargestOwnedBlockFillsASegment) {
+  using Heap = ScalableHeap<CountingTop>;
+  ScalableCoreConfig config;
+  config.ownedSpanMaxBytes = SIZE_MAX;
+  Heap heap(config);
+  EXPECT_EQ(heap.ownedSpanMaxBytes(), Heap::OwnedSpansMaxBytes);
+  void* small = heap.malloc(100000);
+  void* biggest = heap.malloc(Heap::OwnedSpansMaxBytes);
+  std::memset(biggest, 3, Heap::OwnedSpansMaxBytes);
+  EXPECT_EQ(heap.ownedSpanSegments(), 2u);
+  EXPECT_EQ(heap.ownedFreeSlices(), segment::kSlices - 2) << "the first segment less the small block";
+  heap.free(biggest);
+  heap.free(small);
+  EXPECT_EQ(heap.ownedFreeSlices(), heap.ownedSpanSegments() * segment::kSlices);
+}
+
+// Two threads allocate medium blocks and each frees half of them on the other thread,
+// through a shared table (bench-malloc's mixedstress), at random sizes: no block is handed
+// out while another live block overlaps it, each keeps what was written into it, the
+// remote frees are taken back by their owner (every slice free at the end, nothing left on
+// the remote lists), and spans are reused (a few segments for 20,000 blocks).
+TEST(ScalableHeap, MediumBlocksFreedByTheOtherThreadAreReusedByTheirOwner) {
+  ScalableHeap<CountingTop> heap;
+  constexpr int kRounds = 10000, kLive = 6, kSlots = 16;
+  std::vector<std::atomic<void*>> table(kSlots);
+  std::mutex liveLock;
+  std::map<std::uintptr_t, std::size_t> live;  // every block handed out and not yet freed
+  std::atomic<int> failures{0};
+  std::barrier sync(2);
+  auto handedOut = [&](void* block, std::size_t size) {
+    auto start = reinterpret_cast<std::uintptr_t>(block);
+    std::lock_guard<std::mutex> guard(liveLock);
+    auto next = live.lower_bound(start);
+    if (next != live.end() && next->first < start + size) ++failures;
+    if (next != live.begin() && std::prev(next)->first + std::prev(next)->second > start) ++failures;
+    live.emplace(start, size);
+  };
+  auto freeChecked = [&](void* block) {
+    auto* bytes = static_cast<unsigned char*>(block);
+    std::size_t size;
+    std::memcpy(&size, bytes, sizeof size);
+    if (bytes[size - 1] != static_cast<unsigned char>(size)) ++failures;
+    {
+      std::lock_guard<std::mutex> guard(liveLock);
+      if (live.erase(reinterpret_cast<std::uintptr_t>(block)) != 1) ++failures;
+    }
+    heap.free(block);
+  };
+  std::vector<std::size_t> segments(2), freeSlices(2);
+  std::vector<int> waiting(2);  // not vector<bool>: each thread writes its own element
+  auto worker = [&](unsigned seed, int index) {
+    std::mt19937 random(seed);
+    std::vector<void*> mine(kLive, nullptr);
+    for (int round = 0; round < kRounds; ++round) {
+      std::size_t victim = random() % kLive;
+      if (mine[victim] != nullptr) freeChecked(mine[victim]);
+      std::size_t size = 40000 + random() % 600000;
+      auto* block = static_cast<unsigned char*>(heap.malloc(size));
+      if (block == nullptr) {
+        ++failures;
+        return;
+      }
+      handedOut(block, size);
+      std::memcpy(block, &size, sizeof size);
+      block[size - 1] = static_cast<unsigned char>(size);
+      mine[victim] = block;
+      if (random() % 2 == 0) mine[victim] = table[random() % kSlots].exchange(mine[victim]);
+    }
+    for (void* block : mine)
+      if (block != nullptr) freeChecked(block);
+    sync.arrive_and_wait();
+    if (index == 0)
+      for (auto& slot : table)
+        if (void* block = slot.exchange(nullptr)) freeChecked(block);
+    sync.arrive_and_wait();  // no remote free comes after this
+    heap.free(heap.malloc(100000));  // takes the remote frees back
+    segments[index] = heap.ownedSpanSegments();
+    freeSlices[index] = heap.ownedFreeSlices();
+    waiting[index] = heap.ownedRemoteFreesWaiting();
+  };
+  std::thread first(worker, 1u, 0), second(worker, 2u, 1);
+  first.join();
+  second.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_TRUE(live.empty());
+  for (int index = 0; index < 2; ++index) {
+    EXPECT_GE(segments[index], 1u);
+    EXPECT_LE(segments[index], 4u) << "spans reused";
+    EXPECT_EQ(freeSlices[index], segments[index] * segment::kSlices) << "every block went back";
+    EXPECT_FALSE(waiting[index]);
+  }
+}
+
+// calloc on a reused span clears what the block held.
+TEST(ScalableHeap, CallocOnAReusedSpanClearsIt) {
   ANSIWrapper<ScalableHeap<MmapHeap>> heap;
   heap.free(heap.malloc(16));
   auto* dirty = static_cast<unsigned char*>(heap.malloc(200000));
   std::memset(dirty, 0xA5, 200000);
   heap.free(dirty);
   auto* clean = static_cast<unsigned char*>(heap.calloc(1, 190000));
-  ASSERT_EQ(clean, dirty) << "the kept block";
+  ASSERT_EQ(clean, dirty) << "the span reused";
   for (std::size_t i = 0; i < 190000; ++i) ASSERT_EQ(clean[i], 0) << i;
   heap.free(clean);
 }
 
-// A thread that frees medium blocks and exits gives back what it kept.
-TEST(ScalableHeap, AnExitingThreadGivesBackItsKeptBlocks) {
+// Another thread's frees of this thread's medium blocks wait on its remote list, take no
+// slice back on their own, and go back at this thread's next medium malloc, which reuses
+// their spans.
+TEST(ScalableHeap, RemoteFreesOfMediumBlocksWaitForTheirOwner) {
   ScalableHeap<CountingTop> heap;
-  std::vector<void*> theirs;
-  for (int i = 0; i < 4; ++i) theirs.push_back(heap.malloc(100000));
-  std::size_t before = heap.residentFreeBytes();
+  std::vector<void*> mine;
+  for (int i = 0; i < 4; ++i) mine.push_back(heap.malloc(100000));
+  std::size_t freeBefore = heap.ownedFreeSlices();
   std::thread other([&] {
-    heap.free(heap.malloc(16));
-    for (void* block : theirs) heap.free(block);
-    EXPECT_EQ(heap.keptSpanBlocks(), 4u);
-    EXPECT_EQ(heap.residentFreeBytes(), before);
+    for (void* block : mine) heap.free(block);
+    EXPECT_EQ(heap.ownedSpanSegments(), 0u) << "the freeing thread's heap has none of them";
   });
   other.join();
-  EXPECT_EQ(heap.residentFreeBytes(), before + 4 * alignUp(100000 + 16, 4096)) << "given back at exit";
+  EXPECT_TRUE(heap.ownedRemoteFreesWaiting());
+  EXPECT_EQ(heap.ownedFreeSlices(), freeBefore);
+  void* again = heap.malloc(100000);
+  EXPECT_FALSE(heap.ownedRemoteFreesWaiting());
+  EXPECT_TRUE(std::find(mine.begin(), mine.end(), again) != mine.end()) << "a span freed remotely, reused";
+  heap.free(again);
+  EXPECT_EQ(heap.ownedFreeSlices(), heap.ownedSpanSegments() * segment::kSlices);
 }
 
 // Two threads replace buffers of 16-256 KiB, and a quarter of the time swap one with the
-// other thread: blocks kept by the thread that frees them, whichever allocated them, keep
-// their contents, and no block is handed out twice.
-TEST(ScalableHeap, KeptMediumBlocksUnderThreads) {
+// other thread: blocks freed by either thread, whichever allocated them, keep their
+// contents, and no block is handed out twice.
+TEST(ScalableHeap, MediumBlocksSwappedBetweenThreads) {
   TeardownAudit::leftoverBytes = 0;
   {
     Scalable heap;

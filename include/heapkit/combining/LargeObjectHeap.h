@@ -22,8 +22,9 @@
 //    large operations, at least cacheMinBytes, at most cacheMaxBytes (glibc's trim
 //    threshold follows its mmap threshold at 2x; two blocks of the biggest size is what
 //    a loop replacing a working set needs).
-// Not thread-safe: ScalableHeap calls it under its pool lock; a block freed by any
-// thread comes back here, which is the medium blocks' cross-thread return path.
+// Not thread-safe: ScalableHeap calls its shared one under its pool lock (a block freed
+// by any thread comes back there), and each thread's own one (threads/OwnedSpanHeap.h)
+// from that thread only.
 //
 // Counted (core/Counting.h): the header's words and the live list's links.
 #pragma once
@@ -111,38 +112,6 @@ class LargeObjectHeap : public Super {
 
   const LargeObjectConfig& largeObjectConfig() const { return config_; }
 
-  // ---- blocks a thread keeps (combining/SpanCache.h) ---------------------------------
-  // Such a block stays a span in use for the segments; only its header changes, so these
-  // take no lock.
-
-  // A freed block that may be kept: a span's, its object at the span's start (no
-  // alignment), its pages (counted resident up to the end of the bytes it handed out) at
-  // most maxBytes; returns that end, else null. The secure library keeps none (a freed
-  // block goes back at once).
-  template <class H>
-  static char* keptEnd(H& heap, Superblock* sb, std::size_t maxBytes) {
-    if constexpr (kSecure) return nullptr;
-    if (loadMetadata(heap, sb->sizeClass) != kFromSpan) return nullptr;
-    char* span = loadMetadata(heap, sb->bump);
-    char* object = loadMetadata(heap, sb->firstObject);
-    if (object != span + sizeof(SliceHead)) return nullptr;
-    char* end = object + loadMetadata(heap, sb->usableBytes);
-    return static_cast<std::size_t>(end - span) <= maxBytes ? end : nullptr;
-  }
-
-  // A kept block serves `usable` bytes (16-aligned) again; its pages to the request's end
-  // are counted resident already (the caller checked them against keptEnd). All of them
-  // may hold old data (calloc clears them).
-  template <class H>
-  static void* reuseKept(H& heap, Superblock* sb, std::size_t usable) {
-    char* object = loadMetadata(heap, sb->firstObject);
-    auto* end = reinterpret_cast<char*>(alignUp(reinterpret_cast<std::uintptr_t>(object + usable), superblock::kPageBytes));
-    if constexpr (kHardened) storeMetadata(heap, sb->cookie, Superblock::liveCookie(sb));  // checkHeader marked it freed
-    storeMetadata(heap, sb->residentEnd, end);
-    storeMetadata(heap, sb->usableBytes, static_cast<std::size_t>(end - object));
-    return object;
-  }
-
  private:
   // The object starts past the span's head, or aligned further on; its header is the
   // slice's it starts in (the slice's before, for an object at a slice's start: aligned
@@ -209,10 +178,12 @@ class LargeObjectHeap : public Super {
     else return true;
   }
 
+  // Without a cache (a thread's own segments: threads/OwnedSpanHeap.h) nothing to set.
   void setCacheBudget() {
-    if constexpr (kSecure) {
+    if constexpr (!requires(Super& parent) { parent.setTrimThreshold(std::size_t{}); }) {
+    } else if constexpr (kSecure) {
       Super::setTrimThreshold(0);  // a freed block goes back to Top at once
-    } else if constexpr (requires(Super& parent) { parent.setTrimThreshold(std::size_t{}); }) {
+    } else {
       std::size_t budget = 2 * recentLargestFree_;
       if (budget < config_.cacheMinBytes) budget = config_.cacheMinBytes;
       if (budget > config_.cacheMaxBytes) budget = config_.cacheMaxBytes;

@@ -29,7 +29,7 @@ enum class Mechanism : std::uint8_t {
   Kingsley,  // heapkit's KingsleyHeap
   Lea,       // heapkit's LeaHeap
   Region,    // bump allocation, nothing freed before the end
-  PageSegregated,  // heapkit's ScalableCoreHeap (libheapkit.so's single-thread path, less its SpanCache)
+  PageSegregated,  // heapkit's ScalableCoreHeap (libheapkit.so's single-thread path, less its threads' own segments)
   AdaptiveLea,     // heapkit's AdaptiveLeaHeap (libheapkit-lea.so's heap)
 };
 inline constexpr std::size_t kMechanismCount = 14;

@@ -30,7 +30,6 @@
 #include "heapkit/building/SizeClasses.h"
 #include "heapkit/combining/AdaptiveThresholdHeap.h"
 #include "heapkit/combining/LargeObjectHeap.h"
-#include "heapkit/combining/SpanCache.h"
 #include "heapkit/combining/SuperblockHeap.h"
 #include "heapkit/combining/SuperblockPool.h"
 #include "heapkit/top/MmapHeap.h"
@@ -53,11 +52,15 @@ struct ScalableCoreConfig {
   SuperblockPoolConfig pool{};
   // The cache of blocks over LargeObjectConfig::spanMaxBytes.
   CacheLimits cache = kScalableLargeCacheLimits;
-  // Segments: the delay (in span operations) and the budget of free resident pages.
+  // Medium blocks up to this are spans of the allocating thread's own segments
+  // (ScalableHeap: threads/OwnedSpanHeap.h); larger ones the shared segments'.
+  std::size_t ownedSpanMaxBytes = 256 * 1024;
+  // The free resident pages each thread's own segments keep at least (segments'
+  // minResidentFreeBytes).
+  std::size_t ownedMinResidentFreeBytes = 4 * 1024 * 1024;
+  // Segments: the delay (in span operations) and the budget of free resident pages, of
+  // the shared segments and of each thread's own (ScalableHeap: threads/OwnedSpanHeap.h).
   SegmentConfig segments{};
-  // The medium blocks each thread keeps (combining/SpanCache.h; ScalableHeap only: this
-  // single-thread heap takes no lock to spare).
-  SpanCacheConfig spanCache{};
 };
 
 // The layers every thread's heap shares: medium and large blocks, the superblock pool,

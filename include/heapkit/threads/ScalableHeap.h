@@ -7,8 +7,9 @@
 //   SuperblockHeap<ScalableSizeClasses, .., RemoteFrees>   one per thread: small objects
 //                                            (combining/SuperblockHeap.h, building/Superblock.h,
 //                                            building/SizeClasses.h)
-//   SpanCache                                one per thread: medium blocks it freed, kept
-//                                            (combining/SpanCache.h)
+//   OwnedSpanHeap                            one per thread: its medium blocks up to 256 KiB,
+//                                            spans of its own segments, with an atomic
+//                                            remote-free list (threads/OwnedSpanHeap.h)
 //   ScalableSharedLayers<Top>, under one lock  shared by the threads (general/ScalableCoreHeap.h):
 //     LargeObjectHeap<                       medium blocks as spans, large blocks cached
 //       SuperblockPool<                      empty superblocks, warm then purged
@@ -16,7 +17,8 @@
 //           SegmentHeap<Top>>>>              4 MiB segments, spans of 64 KiB slices,
 //                                            delayed purge within a budget
 //
-// With one thread this is ScalableCoreHeap<ScalableSizeClasses, Top>. Only the registry
+// With one thread this is ScalableCoreHeap<ScalableSizeClasses, Top>, but for the medium
+// blocks up to 256 KiB, which come from the thread's own segments. Only the registry
 // has thread-locals and pthread keys; only Top talks to the OS (it maps, unmaps and purges,
 // and counts bytes held and resident).
 //
@@ -33,11 +35,14 @@
 //    returns to the owner (Hoard's ownership), which collects it when it runs out.
 //  - A wholly free superblock goes back to the shared pool, which keeps the 4 MiB freed
 //    last with their pages and purges older ones (combining/SuperblockPool.h).
-//  - Medium blocks (over 32 KiB, up to 1 MiB) are spans of the same segments, reused by
-//    any thread after a free by any thread, their pages purged after a delay or over a
-//    budget that follows the program (building/SegmentHeap.h): no system call per block.
-//    Each thread keeps the blocks it freed since its last request none of them fitted,
-//    and serves its requests from them without the pool lock (combining/SpanCache.h).
+//  - Medium blocks (over 32 KiB) up to ScalableCoreConfig::ownedSpanMaxBytes (256 KiB) are
+//    spans of segments the allocating thread owns: its mallocs and frees of them take no
+//    lock, another thread's free pushes the block on the owner's atomic remote list (no
+//    lock), and the owner takes the list back at its next medium malloc (mimalloc's
+//    thread-free list). Larger ones, up to 32 MiB, are spans of the shared segments,
+//    reused by any thread after a free by any thread. Both kinds of segments purge free
+//    pages after a delay or over a budget that follows the program (building/
+//    SegmentHeap.h): no system call per block.
 //  - Larger blocks get a block of their own from Top, kept for reuse when freed (up to
 //    32 MiB, within twice the biggest freed recently, 4 to 64 MiB; combining/
 //    LargeObjectHeap.h, AdaptiveThresholdHeap.h).
@@ -65,13 +70,13 @@
 
 #include "heapkit/building/SizeClasses.h"
 #include "heapkit/building/Superblock.h"
-#include "heapkit/combining/SpanCache.h"
 #include "heapkit/combining/SuperblockHeap.h"
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/Hardening.h"
 #include "heapkit/core/HeapContract.h"
 #include "heapkit/general/ScalableCoreHeap.h"
 #include "heapkit/threads/Locks.h"
+#include "heapkit/threads/OwnedSpanHeap.h"
 #include "heapkit/threads/ThreadHeapRegistry.h"
 #include "heapkit/top/MmapHeap.h"
 
@@ -123,14 +128,16 @@ class ScalableHeap {
   };
 
   using ThreadHeap = SuperblockHeap<Classes, SharedRef, true>;
+  using OwnedSpans = OwnedSpanHeap<Top, AdaptiveMutexLock>;
 
   struct ThreadHeapState : ThreadHeap {
-    ThreadHeapState(ScalableHeap* owner, std::uint64_t token) : ThreadHeap(owner->classes_, owner), instance(owner) {
+    ThreadHeapState(ScalableHeap* owner, std::uint64_t token)
+        : ThreadHeap(owner->classes_, owner), instance(owner), spans(owner->large_, owner->ownedSegments_, owner->top(), owner->poolLock_) {
       ThreadHeap::setFreeToken(token);
     }
     using ThreadHeap::freeToken;
     ScalableHeap* instance;
-    SpanCache spans;  // the medium blocks this thread freed last (combining/SpanCache.h)
+    OwnedSpans spans;  // this thread's medium blocks (threads/OwnedSpanHeap.h)
     ThreadHeapState* nextFree = nullptr;
     ThreadHeapState* nextAll = nullptr;
     std::uint32_t thread = 0;  // the thread it serves, for SelectedThreadHeaps
@@ -141,7 +148,7 @@ class ScalableHeap {
   // with classes by type (libheapkit.so's, an emitted design's) holds the same bytes per
   // thread as the simulator's. At most a page more per thread, never touched.
   static constexpr std::size_t kThreadHeapBytes =
-      alignUp(std::max(sizeof(ThreadHeapState), sizeof(SuperblockHeap<SizeClassTable, SharedRef, true>) + sizeof(SpanCache) + 64),
+      alignUp(std::max(sizeof(ThreadHeapState), alignUp(sizeof(SuperblockHeap<SizeClassTable, SharedRef, true>) + 64, alignof(OwnedSpans)) + sizeof(OwnedSpans) + 64),
               4096);
   static constexpr std::size_t kDirectBytes = ThreadHeap::kDirectBytes;
 
@@ -150,6 +157,8 @@ class ScalableHeap {
   // The layers above (HardenedHeap) read Top's hardening level through this heap.
   static constexpr bool HardenedAgainstMisuse = kHardened;
   static constexpr bool SecureAgainstMisuse = secure<Top>();
+  // The largest block a thread's own segments serve (threads/OwnedSpanHeap.h).
+  static constexpr std::size_t OwnedSpansMaxBytes = OwnedSpans::kMaxBytes;
 
   ScalableHeap()
     requires std::is_default_constructible_v<Top>
@@ -159,7 +168,9 @@ class ScalableHeap {
   explicit ScalableHeap(const ScalableCoreConfig& config, TopArgs&&... topArgs)
       : registry_(&onThreadExit),
         classes_(classesOf(config)),
-        spanCache_(config.spanCache),
+        large_(config.large),
+        ownedSegments_(ownedSegmentsOf(config)),
+        ownedMaxBytes_(OwnedSpans::maxBytes(config.large, config.ownedSpanMaxBytes)),
         shared_(config.large, config.pool, config.cache, config.segments, static_cast<TopArgs&&>(topArgs)...) {}
   ScalableHeap(const ScalableHeap&) = delete;
   ScalableHeap& operator=(const ScalableHeap&) = delete;
@@ -330,14 +341,21 @@ class ScalableHeap {
   // segments they are cut from.
   std::size_t pooledSuperblocks() const { return locked(&Shared::pooledSuperblocks); }
   std::size_t segments() const { return locked(&Shared::segmentCount); }
-  // Medium blocks this thread keeps, and their pages' bytes (tests).
-  std::size_t keptSpanBlocks() {
+  // The largest block a thread's own segments serve with this configuration.
+  std::size_t ownedSpanMaxBytes() const { return ownedMaxBytes_; }
+  // This thread's medium blocks' segments, and the slices of them not in use (tests).
+  std::size_t ownedSpanSegments() {
     ThreadHeapState* heap = myHeap(false);
-    return heap == nullptr ? 0 : heap->spans.blocks();
+    return heap == nullptr ? 0 : heap->spans.segments();
   }
-  std::size_t keptSpanBytes() {
+  std::size_t ownedFreeSlices() {
     ThreadHeapState* heap = myHeap(false);
-    return heap == nullptr ? 0 : heap->spans.bytes();
+    return heap == nullptr ? 0 : heap->spans.freeSlices();
+  }
+  // Blocks of this thread's segments freed by other threads, not yet taken back (tests).
+  bool ownedRemoteFreesWaiting() {
+    ThreadHeapState* heap = myHeap(false);
+    return heap != nullptr && heap->spans.hasRemoteFrees();
   }
   // Resident bytes of free spans kept for reuse (tests).
   std::size_t residentFreeBytes() const { return locked(&Shared::residentFreeBytes); }
@@ -352,6 +370,14 @@ class ScalableHeap {
   }
 
   Top& top() { return static_cast<Top&>(shared_); }
+
+  // A thread's own segments keep at least ownedMinResidentFreeBytes of free pages (the
+  // shared segments' minimum, once per thread, held more than the rest of the heap).
+  static SegmentConfig ownedSegmentsOf(const ScalableCoreConfig& config) {
+    SegmentConfig segments = config.segments;
+    segments.minResidentFreeBytes = config.ownedMinResidentFreeBytes;
+    return segments;
+  }
 
   static Classes classesOf(const ScalableCoreConfig& config) {
     if constexpr (std::is_same_v<Classes, SizeClassTable>) return config.classes;
@@ -377,10 +403,7 @@ class ScalableHeap {
 
   void releaseHeap(ThreadHeapState* heap) {
     Threads::uncache(heap);
-    if (heap->spans.blocks() != 0) {
-      LockGuard<AdaptiveMutexLock> guard(poolLock_);
-      heap->spans.giveBackAll(*this, shared_);
-    }
+    heap->spans.collectRemote();
     heap->releaseEmptySuperblocks();
     registry_.release(heap);
   }
@@ -392,28 +415,24 @@ class ScalableHeap {
     return heap->allocSmallSlow(size);
   }
 
-  // Medium blocks: this thread's kept ones first, without the lock (combining/SpanCache.h).
+  // Medium blocks: from this thread's own segments, without the pool lock
+  // (threads/OwnedSpanHeap.h); larger or aligned ones from the shared layers.
   [[gnu::noinline]] void* mallocLarge(std::size_t size, std::size_t alignment) {
-    if (alignment <= kMinAlignment && Threads::threadCache.instanceId == registry_.id()) {
-      ThreadHeapState* heap = Threads::threadCache.heap;
-      if (void* block = heap->spans.template take<Shared>(*this, spanCache_, size)) return block;
-      LockGuard<AdaptiveMutexLock> guard(poolLock_);
-      heap->spans.giveBackAll(*this, shared_);  // none fitted: the segments split it from them
-      return shared_.mallocLarge(size, alignment);
+    if (alignment <= kMinAlignment && size <= ownedMaxBytes_) {
+      ThreadHeapState* heap = Threads::threadCache.instanceId == registry_.id() ? Threads::threadCache.heap : myHeap(true);
+      if (heap != nullptr) return heap->spans.malloc(size);
     }
     LockGuard<AdaptiveMutexLock> guard(poolLock_);
     return shared_.mallocLarge(size, alignment);
   }
+  // A block of a thread's segments goes back to them: at once by that thread, else through
+  // its heap's remote list (no lock either way).
   void freeLarge(Superblock* sb) {
-    if (Threads::threadCache.instanceId == registry_.id()) {
-      ThreadHeapState* heap = Threads::threadCache.heap;
-      bool full;
-      if (heap->spans.template keep<Shared>(*this, spanCache_, sb, full)) return;
-      if (full) {
-        LockGuard<AdaptiveMutexLock> guard(poolLock_);
-        heap->spans.giveBackFor(*this, shared_, spanCache_, sb);
-        return;
-      }
+    if (auto* owner = static_cast<OwnedSpans*>(loadMetadata(*this, sb->owner))) {
+      ThreadHeapState* heap = Threads::threadCache.instanceId == registry_.id() ? Threads::threadCache.heap : nullptr;
+      if (heap != nullptr && &heap->spans == owner) owner->freeOwned(sb);
+      else owner->freeRemote(sb);
+      return;
     }
     LockGuard<AdaptiveMutexLock> guard(poolLock_);
     shared_.freeLarge(sb);
@@ -451,7 +470,9 @@ class ScalableHeap {
 
   Threads registry_;
   Classes classes_;
-  SpanCacheConfig spanCache_;
+  LargeObjectConfig large_;      // every thread's own segments' (threads/OwnedSpanHeap.h)
+  SegmentConfig ownedSegments_;
+  std::size_t ownedMaxBytes_;
   mutable AdaptiveMutexLock poolLock_;  // guards shared_; taken after the registry's lock
   Shared shared_;
 };
