@@ -112,13 +112,18 @@ TEST(TailChunkHeap, CarvesEndToEndAndGivesALargeRequestAChunkOfItsOwn) {
   EXPECT_EQ(b - a, 32);
   EXPECT_EQ(heap.getSize(a), 24u);
   EXPECT_EQ(heap.chunks, 1u);
-  // More than a quarter chunk: a chunk of its own, exactly its size; the tail keeps its room.
+  // Carved from the tail while it has room, even beyond a quarter chunk...
+  auto* big = static_cast<char*>(heap.malloc(60000));
+  EXPECT_EQ(big - b, 48);
+  EXPECT_EQ(heap.chunks, 1u);
+  // ...and once it has not, more than a quarter chunk gets a chunk of its own, exactly its
+  // size (and the parent's header), so the tail keeps its room.
   auto* large = static_cast<char*>(heap.malloc(20000));
   ASSERT_NE(large, nullptr);
   EXPECT_EQ(heap.chunks, 2u);
-  EXPECT_LT(heap.requested.back(), 20000u + 128);
+  EXPECT_EQ(heap.requested.back(), 20016u + 32 + 32 - 16);
   auto* c = static_cast<char*>(heap.malloc(8));
-  EXPECT_EQ(c - b, 48);
+  EXPECT_EQ(c - big, 60016);
 }
 
 TEST(TailChunkHeap, ChunksGrowByThePolicysPercentUpToItsMaximum) {
@@ -164,17 +169,23 @@ TEST(TailChunkHeap, HandsUpARetiredTailAndTakesBlocksBack) {
   EXPECT_TRUE(heap.giveToTail(first, word, tail, layout.read(walk, tail)));
   EXPECT_EQ(heap.chunks, 0u);
   // A new chunk, then one too many for its tail: the old tail's rest is handed up.
-  char* a = heap.carve(0, 3504, keep);
+  char* a = nullptr;
+  for (int i = 0; i < 3; ++i) a = heap.carve(0, 1008, keep);
+  char* a2 = heap.carve(0, 512, keep);
+  EXPECT_EQ(a2 - a, 1008);
+  EXPECT_EQ(heap.chunks, 1u);
   char* b = heap.carve(0, 1008, keep);
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(heap.chunks, 2u);
   ASSERT_EQ(retired.size(), 1u);
-  EXPECT_EQ(retired[0].first, a + 3504);
-  EXPECT_EQ(Layout::lengthIn(retired[0].second), 4032u - 3504);
+  EXPECT_EQ(retired[0].first, a2 + 512);
+  EXPECT_EQ(Layout::lengthIn(retired[0].second), 4032u - 3 * 1008 - 512);
   EXPECT_EQ(retired[0].second & Layout::kTail, 0u);
   EXPECT_EQ(Layout::lengthIn(retired[0].second), Layout::lengthIn(layout.read(walk, retired[0].first)));
-  EXPECT_FALSE(heap.isWholeChunk(a, layout.read(walk, a)));
+  EXPECT_FALSE(heap.isWholeChunk(b, layout.read(walk, b)));
+  EXPECT_TRUE(heap.isWholeChunk(b, layout.read(walk, b) + 4032 - 1008))  // as if it reached the fence
+      << "a first block as long as its chunk is the whole chunk";
 }
 
 TEST(TailChunkHeap, PerClassTailsCarveSeparateChunks) {
