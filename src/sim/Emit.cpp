@@ -25,31 +25,34 @@ bool isIdentifier(const std::string& name) {
   return true;
 }
 
-std::string freeListConfig(const std::string& name, const SegregatedFitConfig& c) {
-  std::string bounds;
-  for (std::size_t i = 0; i < c.classCount; ++i) {
-    if (i != 0) bounds += ", ";
-    bounds += c.classBounds[i] == SIZE_MAX ? "SIZE_MAX" : std::to_string(c.classBounds[i]);
+// The bins: the spec's class bounds (block lengths) by type, the last class taking every
+// longer block, or a bin per 16 bytes for exact fits (SegregatedFitHeap's policyFrom makes
+// the same bins from the values).
+std::string binsType(const SegregatedFitConfig& c) {
+  if (c.classes == SizeClasses::Exact) return "heapkit::ExactBins<" + std::to_string(c.exactMaxBytes) + ">";
+  std::string bins = "heapkit::FixedBins<";
+  for (std::size_t i = 0; i + 1 < c.classCount; ++i) {
+    bins += std::to_string(c.classBounds[i]) + ", ";
+    if (i % 12 == 11) bins += "\n                     ";
   }
-  return "struct " + name + " {\n"
-         "  static constexpr heapkit::SizeClasses classes = heapkit::SizeClasses::" + kClasses[int(c.classes)] + ";\n"
-         "  static constexpr std::size_t classBounds[] = {" + bounds + "};  // block lengths\n"
-         "  static constexpr std::size_t classCount = " + std::to_string(c.classCount) + ";\n"
-         "  static constexpr std::size_t exactMaxBytes = " + std::to_string(c.exactMaxBytes) + ";\n"
-         "  static constexpr bool searchLargerClasses = " + flag(c.searchLargerClasses) + ";\n"
-         "  static constexpr bool perClassChunks = " + flag(c.perClassChunks) + ";\n"
-         "  static constexpr heapkit::ListStructure structure = heapkit::ListStructure::" + kStructures[int(c.structure)] + ";\n"
-         "  static constexpr heapkit::ListFit fit = heapkit::ListFit::" + kFits[int(c.fit)] + ";\n"
-         "  static constexpr heapkit::ListOrder order = heapkit::ListOrder::" + kOrders[int(c.order)] + ";\n"
-         "  static constexpr heapkit::HeaderLayout header = heapkit::HeaderLayout::" + kHeaders[int(c.header)] + ";\n"
-         "  static constexpr bool split = " + flag(c.split) + ";\n"
-         "  static constexpr heapkit::Coalescing coalescing = heapkit::Coalescing::" + kCoalescing[int(c.coalescing)] + ";\n"
-         "  static constexpr bool trim = " + flag(c.trim) + ";\n"
-         "  static constexpr bool region = " + flag(c.region) + ";\n"
-         "  static constexpr std::size_t chunkBytes = " + std::to_string(c.chunkBytes) + ";\n"
-         "  static constexpr std::size_t maxChunkBytes = " + std::to_string(c.maxChunkBytes) + ";\n"
-         "  static constexpr unsigned chunkGrowthPercent = " + std::to_string(c.chunkGrowthPercent) + ";\n"
-         "};\n";
+  return bins + "heapkit::kNoBound>";
+}
+
+// A free-list allocator as the type expression of its layers (general/SegregatedFitHeap.h):
+// bins, fits, lists, over the chunk layer with its header layout.
+std::string freeListHeap(const std::string& name, const SegregatedFitConfig& c) {
+  return "template <class Top>\n"
+         "using " + name + " = heapkit::SegregatedFitHeap<\n"
+         "    " + binsType(c) + ",\n"
+         "    heapkit::Fits<heapkit::SizeClasses::" + kClasses[int(c.classes)] + ", /*search larger classes*/ " +
+         flag(c.searchLargerClasses) + ", /*split*/ " + flag(c.split) + ", heapkit::Coalescing::" +
+         kCoalescing[int(c.coalescing)] + (c.region ? ", /*region*/ true" : "") + ">,\n"
+         "    heapkit::Lists<heapkit::ListStructure::" + kStructures[int(c.structure)] + ", heapkit::ListFit::" +
+         kFits[int(c.fit)] + ", heapkit::ListOrder::" + kOrders[int(c.order)] + ">,\n"
+         "    heapkit::TailChunkHeap<heapkit::Chunks</*bytes*/ " + std::to_string(c.chunkBytes) + ", /*max bytes*/ " +
+         std::to_string(c.maxChunkBytes) + ", /*growth %*/ " + std::to_string(c.chunkGrowthPercent) + ", /*trim*/ " +
+         flag(c.trim) + ", /*a tail per class*/ " + flag(c.perClassChunks) + ">,\n"
+         "                           heapkit::Headers<heapkit::HeaderLayout::" + kHeaders[int(c.header)] + ">, Top>>;\n";
 }
 
 std::string buddyConfig(const std::string& name, const BuddyConfig& b) {
@@ -105,7 +108,8 @@ struct Emitted {
   bool freeLists = false, buddy = false, kingsley = false, lea = false, adaptiveLea = false, pageSegregated = false;
 
   // Allocator `name`'s configuration and alias into configs; returns its template and
-  // Config arguments (", Config" or nothing) for a SizeRange or ShortLivedArea. A
+  // Config arguments (", Config", or nothing where the type holds every value) for a
+  // SizeRange or ShortLivedArea. A
   // thread-aware design (threadAware) gives each thread of a trace its heap, as the
   // simulator runs it (DmmHeap): the replayer names the thread whose calls follow.
   std::string allocator(const std::string& name, const AllocatorSpec& a, const std::string& comment,
@@ -138,8 +142,8 @@ struct Emitted {
                  " = heapkit::BuddyHeap<" + name + "Config, Top>;\n\n";
     } else {
       freeLists = true;
-      configs += comment + freeListConfig(name + "Config", a.freeLists) + "template <class Top>\nusing " + name +
-                 " = heapkit::SegregatedFitHeap<" + name + "Config, Top>;\n\n";
+      configs += comment + freeListHeap(name, a.freeLists) + "\n";
+      return name;  // every value is in the type
     }
     return name + ", " + name + "Config";
   }

@@ -642,7 +642,13 @@ def test_emitted_header_compiles_alone_under_werror(tmp_path):
                                f"-I{tmp_path}", str(source), "-o", str(tmp_path / "use")], capture_output=True, text=True)
     assert compiled.returncode == 0, compiled.stderr
     assert subprocess.run([str(tmp_path / "use")]).returncode == 0
-    assert "struct Allocator1Config" in header.read_text()
+    # A free-list allocator is the type expression of its layers, every value in the type.
+    text = header.read_text()
+    assert ("using Allocator1 = heapkit::SegregatedFitHeap<\n"
+            "    heapkit::FixedBins<272, 528, 1040, 4112, 16400, heapkit::kNoBound>,\n") in text, text
+    assert "heapkit::TailChunkHeap<heapkit::Chunks</*bytes*/ 65536" in text
+    assert "heapkit::Headers<heapkit::HeaderLayout::BoundaryTags>, Top>>;" in text
+    assert "heapkit::SizeRange<128, 65536, Allocator1>" in text and "Allocator1Config" not in text
 
 
 _FITTED_PAGE_SEGREGATED = {

@@ -158,7 +158,7 @@ TEST(AccessCounts, EveryListKindAndOrderOfSegregatedFitHeap) {
     Arena arena(std::size_t{1} << 30);
     Meter meter(arena);
     {
-      SegregatedFitHeap<SegregatedFitConfig, Top> heap(config, arena, std::uint8_t{1});
+      ConfiguredSegregatedFitHeap<Top> heap(config, arena, std::uint8_t{1});
       void *a = nullptr, *b = nullptr, *c2 = nullptr, *again = nullptr;
       EXPECT_EQ(meter([&] { a = heap.malloc(24); }), kFirstCarve);
       EXPECT_EQ(meter([&] { b = heap.malloc(24); }), kCarve);
@@ -184,7 +184,7 @@ TEST(AccessCounts, SegregatedFitHeapGivesAWhollyFreeChunkBack) {
   config.chunkBytes = config.maxChunkBytes = 4096;
   Arena arena(std::size_t{1} << 30);
   Meter meter(arena);
-  SegregatedFitHeap<SegregatedFitConfig, Top> heap(config, arena, std::uint8_t{1});
+  ConfiguredSegregatedFitHeap<Top> heap(config, arena, std::uint8_t{1});
   void* a = nullptr;
   // The carving is the one above (boundary tags have the 8-byte header, and carving writes
   // no tag).

@@ -17,7 +17,7 @@ namespace {
 
 using Arena = ReservedArena<CountedMemory>;
 using Top = ArenaHeap<Arena>;
-using Heap = SegregatedFitHeap<SegregatedFitConfig, Top>;
+using Heap = ConfiguredSegregatedFitHeap<Top>;
 
 std::string describe(const SegregatedFitConfig& c) {
   static const char* classes[] = {"ranges", "strict", "exact"};

@@ -30,11 +30,19 @@ enum class ListFit : std::uint8_t { First, Next, Best, Exact, Worst };
 enum class ListOrder : std::uint8_t { Lifo, Fifo, Address, Size };
 
 // The run-time form of the policy. A compile-time form is any type with these members as
-// static constexpr; a larger configuration that has them (SegregatedFitConfig) serves too.
+// static constexpr (Lists<...> below); a larger configuration that has them serves too.
 struct ListPolicy {
   ListStructure structure = ListStructure::DoublyLinked;
   ListFit fit = ListFit::First;
   ListOrder order = ListOrder::Lifo;
+};
+
+// The policy by type.
+template <ListStructure Structure, ListFit Fit, ListOrder Order>
+struct Lists {
+  static constexpr ListStructure structure = Structure;
+  static constexpr ListFit fit = Fit;
+  static constexpr ListOrder order = Order;
 };
 
 // The forms a FreeList cannot take: nullptr when `policy` is valid, else "member: reason".

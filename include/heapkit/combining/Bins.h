@@ -6,7 +6,7 @@
 //  - FunctionBins<N, SizeToBin, BinToBound>, by type: two constant-expression functions
 //    (Kingsley's powers of two, Lea's bins); the lookup is the function, inlined;
 //  - FixedBins<B0, B1, ...>, by type: ascending bounds as constants (the form `heapkit
-//    emit` can write a searched design's bins in);
+//    emit` writes a searched design's bins in), and ExactBins<MaxBytes>, a bin per 16 bytes;
 //  - BinTable, by value: up to 256 ascending bounds, or one bin per 16 bytes (exact
 //    fits), for the simulator and the design search, which build thousands of designs
 //    without a compiler.
@@ -54,6 +54,17 @@ struct FixedBins {
     return static_cast<std::size_t>(std::lower_bound(kBounds, kBounds + kMaxBins, size) - kBounds);
   }
   static constexpr std::size_t boundOf(std::size_t bin) { return kBounds[bin]; }
+};
+
+// One bin per 16-byte granule up to MaxBytes and a last bin that takes every longer size,
+// by type: BinTable::exact(MaxBytes)'s bins as constants (exact fits, emitted).
+template <std::size_t MaxBytes>
+struct ExactBins {
+  static constexpr std::size_t kStep = 16;
+  static constexpr std::size_t kMaxBins = MaxBytes / kStep + 1;
+  static constexpr std::size_t count() { return kMaxBins; }
+  static constexpr std::size_t binOf(std::size_t size) { return std::min(size / kStep, kMaxBins - 1); }
+  static constexpr std::size_t boundOf(std::size_t bin) { return bin + 1 < kMaxBins ? bin * kStep + kStep - 1 : SIZE_MAX; }
 };
 
 class BinTable {
@@ -122,6 +133,8 @@ template <class Bins, class First, class... Rest>
 inline constexpr bool startsWithBins<Bins, First, Rest...> = std::is_same_v<std::remove_cvref_t<First>, Bins>;
 
 static_assert(BinPolicy<BinTable> && BinPolicy<FixedBins<16, 32>> && BinsByType<FixedBins<16, 32>> && !BinsByType<BinTable>);
+static_assert(ExactBins<64>::count() == BinTable::exact(64).count() && ExactBins<64>::binOf(48) == 3 &&
+              ExactBins<64>::binOf(1000) == 4 && ExactBins<64>::boundOf(3) == 63 && ExactBins<64>::boundOf(4) == SIZE_MAX);
 static_assert(FixedBins<32, 64, SIZE_MAX>::binOf(33) == 1 && FixedBins<32, 64>::binOf(65) == 2 &&
               BinTable::exact(64).binOf(48) == 3 && BinTable::exact(64).binOf(63) == 3 &&
               BinTable::exact(64).boundOf(3) == 63 && BinTable::exact(64).binOf(1000) == 4 &&

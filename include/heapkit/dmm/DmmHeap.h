@@ -2,7 +2,7 @@
 // composition over its own view of one shared arena (ArenaHeap), built from the spec's
 // values at run time, so the simulator evaluates any design without a compiler:
 //   segregated lists and fits, strict, exact, simple segregated storage, region:
-//     SegregatedFitHeap<SegregatedFitConfig, ArenaHeap>
+//     ConfiguredSegregatedFitHeap<ArenaHeap>
 //   kingsley: KingsleyHeap<ArenaHeap>        lea: LeaHeap<ArenaHeap>
 //   adaptive_lea: AdaptiveLeaHeap<ArenaHeap> (libheapkit-lea.so's heap)
 //   buddy systems: BuddyHeap<BuddyConfig, ArenaHeap>
@@ -51,7 +51,7 @@ template <class Memory>
 class SpecAllocators {
  public:
   using Top = ArenaHeap<ReservedArena<Memory>>;
-  using FreeListAllocator = SegregatedFitHeap<SegregatedFitConfig, Top>;
+  using FreeListAllocator = ConfiguredSegregatedFitHeap<Top>;
   using KingsleyAllocator = KingsleyHeap<Top>;
   using LeaAllocator = LeaHeap<Top>;
   using BuddyAllocator = BuddyHeap<BuddyConfig, Top>;

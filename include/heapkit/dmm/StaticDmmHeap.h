@@ -2,9 +2,14 @@
 // allocators DmmHeap builds from a spec's values at run time, with the values as
 // compile-time constants and the routing unrolled, so the compiler inlines through it:
 //
-//   template <class Top> using Small = heapkit::SegregatedFitHeap<SmallConfig, Top>;
+//   template <class Top>
+//   using Small = heapkit::SegregatedFitHeap<
+//       heapkit::FixedBins<32, 64, heapkit::kNoBound>,
+//       heapkit::Fits<heapkit::SizeClasses::Ranges, true, true, heapkit::Coalescing::Immediate>,
+//       heapkit::Lists<heapkit::ListStructure::DoublyLinked, heapkit::ListFit::First, heapkit::ListOrder::Lifo>,
+//       heapkit::TailChunkHeap<heapkit::Chunks<65536>, heapkit::Headers<heapkit::HeaderLayout::BoundaryTags>, Top>>;
 //   using Design = heapkit::StaticDmmHeap<heapkit::RealMemory, heapkit::kFallbackToOs,
-//                                         heapkit::SizeRange<0, 128, Small, SmallConfig>,
+//                                         heapkit::SizeRange<0, 128, Small>,
 //                                         heapkit::SizeRange<128, heapkit::kNoBound, heapkit::LeaHeap>>;
 //
 // It hands out the same addresses and holds the same bytes as DmmHeap on the same spec

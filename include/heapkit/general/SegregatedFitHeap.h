@@ -1,44 +1,40 @@
-// SegregatedFitHeap: the free-list allocators of the DMM design space in one layer, set by
-// values at run time (so the simulator and the search need no compiler) or by constants
-// at compile time (the same source; a constant folds every branch away).
+// SegregatedFitHeap: the free-list allocators of the DMM design space as a composition of
+// three policies over a chunk layer, each set by a value at run time (so the simulator and
+// the search need no compiler) or by a type at compile time (the same source; a constant
+// folds every branch away):
 //
-// One configuration covers:
-//  - segregated fits and segregated lists: classes of block lengths, each a free list with
-//    its own structure (singly or doubly linked, or a size-ordered tree), fit (first, next,
-//    best, exact, worst) and order (LIFO, FIFO, address); a request searches its class,
-//    then larger ones; blocks are split and coalesced when the design says so;
+//   SegregatedFitHeap<Bins,    the size classes: combining/Bins.h's bin policy, as SegHeap
+//                              and StrictSegHeap take it (BinTable; FixedBins<...>,
+//                              ExactBins<N>)
+//                     Fits,    what a class is and how its blocks are reused: ranges, strict
+//                              or exact classes, search of larger classes, split, coalescing,
+//                              region (FitPolicy; Fits<...>)
+//                     Lists,   each class's free list: building/FreeList.h's structure, fit
+//                              and order (ListPolicy; Lists<...>)
+//                     TailChunkHeap<Chunks, Headers, Top>>
+//                              the blocks, end to end in chunks taken from Top, with a tail to
+//                              carve from (building/TailChunkHeap.h: ChunkPolicy; Chunks<...>)
+//                              and their header layout (objectrep/BlockHeaders.h: 8 or 16
+//                              bytes, or boundary tags; HeaderPolicy; Headers<...>)
+//
+// One composition covers:
+//  - segregated fits and segregated lists: each class a free list; a request searches its
+//    class, then larger ones; blocks are split and coalesced when the design says so;
 //  - strict segregated fit: requests rounded up to their class's length, lists hold only
 //    that length, nothing split or merged (Kingsley's scheme with any classes);
-//  - exact segregated fit: one list per block length;
-//  - simple segregated storage: strict classes that each carve their own chunks;
+//  - exact segregated fit: one list per block length (a bin per 16 bytes);
+//  - simple segregated storage: strict classes that each carve their own chunks (the chunk
+//    policy's perClassChunks);
 //  - a region: bump allocation, no per-object free.
-//
-// Blocks lie end to end in chunks taken from the parent. Each starts with a header whose
-// last word, the one just before the object, is the size word: the block's length (a
-// multiple of 16) and four flags. Layouts: an 8-byte header (usable = length - 8), a
-// 16-byte header (usable = length - 16), or boundary tags: the 8-byte header, plus, while
-// a block is free, its length in its last word and a flag in the next block's header, so
-// that it can merge with both neighbours in O(1), as in dlmalloc (objectrep/BoundaryTags.h,
-// LeaHeap's tags).
-//
-//   chunk: [Chunk 32][pad to align][block][block]...[tail][fence: size word 0]
-//
-// The current chunk ends in a tail, a pseudo-block that new blocks are carved from (a bump
-// pointer with a header, as dlmalloc's top chunk): freeing the block before it gives the
-// space back to it. A chunk that is wholly free again goes back to the parent when the
-// design trims. A request larger than a quarter of a chunk gets a chunk of its own.
-//
-// The classes are combining/Bins.h's bin policy by value (SegHeap's and StrictSegHeap's
-// policy), made from the configuration's bounds, or one bin per 16 bytes for exact fits.
-// The free lists are building/FreeList.h's, one per class, in the configuration's
-// structure, order and fit (its `structure`, `order` and `fit` are the list policy).
+// ConfiguredSegregatedFitHeap<Top> is the composition with every policy by value, built
+// from a SegregatedFitConfig (what the simulator runs); `heapkit emit` writes the same
+// composition with the design's values as types.
 //
 // Counting (core/Counting.h, docs/simulator.md): one step per class lookup, per list
-// probed, per list or tree node visited, per split, merge and chunk requested or returned;
-// every header, tag, link, list head, tail cursor and chunk record is read and written
-// through load and store below, or through FreeList (heads and links), BoundaryTags (the
-// tags) and DLList (the list of chunks), which take this heap: each counts the access
-// where it happens.
+// probed, per list or tree node visited, per split and merge; every size word, tag, link
+// and list head is read and written through the layout (BlockHeaders, BoundaryTags) and
+// FreeList, which take this heap: each counts the access where it happens. The chunk
+// layer counts its own (chunks, tails).
 #pragma once
 
 #include <sys/mman.h>
@@ -46,24 +42,24 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
+#include <type_traits>
 
-#include "heapkit/building/DLList.h"
 #include "heapkit/building/FreeList.h"
+#include "heapkit/building/TailChunkHeap.h"
 #include "heapkit/combining/Bins.h"
 #include "heapkit/core/Counting.h"
 #include "heapkit/core/HeapContract.h"
 #include "heapkit/core/SizeWord.h"
-#include "heapkit/objectrep/BoundaryTags.h"
+#include "heapkit/objectrep/BlockHeaders.h"
 
 namespace heapkit {
 
 enum class Coalescing : std::uint8_t { None, Immediate, Deferred };
-enum class HeaderLayout : std::uint8_t { SizeWord8, SizeWord16, BoundaryTags };
 enum class SizeClasses : std::uint8_t { Ranges, Strict, Exact };
 
-// The run-time form. A compile-time form is any type with the same members as static
-// constexpr (docs/simulator.md shows one); SegregatedFitHeap reads them the same way.
+// A design's free-list allocator as the spec describes it, one flat record of values (the
+// simulator's, the search's and the spec validator's form); ConfiguredSegregatedFitHeap is
+// built from it, and `heapkit emit` writes it as the policies' types.
 struct SegregatedFitConfig {
   static constexpr std::size_t kMaxClasses = 256;
 
@@ -124,272 +120,164 @@ constexpr const char* invalidSegregatedFit(const SegregatedFitConfig& config) {
   return nullptr;
 }
 
-template <class Config, SizedHeap Super>
+// What a class is and how its blocks are reused, by value.
+struct FitPolicy {
+  SizeClasses classes = SizeClasses::Ranges;
+  bool searchLargerClasses = true;  // a miss in the request's class looks in larger ones
+  bool split = false;
+  Coalescing coalescing = Coalescing::None;
+  bool region = false;  // no per-object free: memory returns when the heap is destroyed
+};
+
+// The same, by type.
+template <SizeClasses Classes, bool SearchLargerClasses, bool Split, Coalescing Coalesce, bool Region = false>
+struct Fits {
+  static constexpr SizeClasses classes = Classes;
+  static constexpr bool searchLargerClasses = SearchLargerClasses;
+  static constexpr bool split = Split;
+  static constexpr Coalescing coalescing = Coalesce;
+  static constexpr bool region = Region;
+};
+
+namespace segregatedfit {
+// Policy P of a composition built from `config`: the value it describes for a policy by
+// value; for a policy by type, the type's constants (the config must agree: emit writes
+// them from one).
+template <class P>
+P policyFrom(const SegregatedFitConfig& c) {
+  if constexpr (std::is_same_v<P, BinTable>) {
+    // Exact fits: a bin per 16 bytes; ranges and strict classes: the configuration's
+    // bounds. Either way the last class takes every longer block.
+    if (c.classes == SizeClasses::Exact) return BinTable::exact(c.exactMaxBytes);
+    std::size_t bounds[BinTable::kMaxBins];
+    std::size_t count = std::min<std::size_t>(c.classCount, BinTable::kMaxBins);
+    for (std::size_t i = 0; i + 1 < count; ++i) bounds[i] = c.classBounds[i];
+    bounds[count == 0 ? 0 : count - 1] = SIZE_MAX;
+    return BinTable::bounded({bounds, count == 0 ? 1 : count});
+  } else if constexpr (std::is_same_v<P, FitPolicy>) {
+    return FitPolicy{c.classes, c.searchLargerClasses, c.split, c.coalescing, c.region};
+  } else if constexpr (std::is_same_v<P, ListPolicy>) {
+    return ListPolicy{c.structure, c.fit, c.order};
+  } else if constexpr (std::is_same_v<P, ChunkPolicy>) {
+    return ChunkPolicy{c.chunkBytes, c.maxChunkBytes, c.chunkGrowthPercent, c.trim, c.perClassChunks};
+  } else if constexpr (std::is_same_v<P, HeaderPolicy>) {
+    return HeaderPolicy{c.header};
+  } else {
+    return P{};
+  }
+}
+}  // namespace segregatedfit
+
+// The layer the policies compose over: a TailChunkHeap (its chunk and header policies are
+// named so that a configuration can set them).
+template <class H>
+concept SegregatedFitChunks = SizeWordHeap<H> && requires { typename H::ChunkPolicyType; typename H::HeaderPolicyType; };
+
+template <BinPolicy Bins, class Fits, class Lists, SegregatedFitChunks Super>
 class SegregatedFitHeap : public Super {
-  // Size-word flags. kFirst marks the first block of a chunk: a block that is first and
-  // reaches the fence is the whole chunk.
-  // kFree and kPreviousFree are the boundary tags' (objectrep/BoundaryTags.h), which every
-  // layout keeps in the size word; only the boundary-tag layout writes the tags.
-  static constexpr std::size_t kFree = BoundaryTags::kFree, kPreviousFree = BoundaryTags::kPreviousFree;
-  static constexpr std::size_t kTail = 2, kFirst = 8;
-  static_assert(((kTail | kFirst) & (kFree | kPreviousFree)) == 0);
-  static constexpr std::size_t kMinBlockBytes = 32;
+  using Layout = typename Super::Layout;
+  static constexpr std::size_t kFree = Layout::kFree, kPreviousFree = Layout::kPreviousFree;
+  static constexpr std::size_t kTail = Layout::kTail, kFirst = Layout::kFirst;
+  static constexpr std::size_t kMinBlockBytes = Layout::kMinBlockBytes;
 
-  struct Chunk {
-    DLList::Node link;  // on the list of chunks (building/DLList.h)
-    std::size_t bytes;
-    std::size_t reserved;
-  };
-  static_assert(sizeof(Chunk) == 32);
-
-  struct Tail {
-    char* cursor = nullptr;  // the tail pseudo-block; nullptr: no current chunk
-  };
+  struct FromPolicies {};
 
  public:
   static constexpr std::size_t Alignment = kMinAlignment;
   static constexpr bool KeepsSizeWord = true;
 
+  // The policies by value from `config` (those by type keep their constants).
   template <class... Args>
-  explicit SegregatedFitHeap(const Config& config, Args&&... args)
-      : Super(static_cast<Args&&>(args)...),
-        config_(config),
-        bins_(binsOf(config)),
-        nextChunkBytes_(config.chunkBytes) {
-    listCount_ = bins_.count();
-    tailCount_ = config_.perClassChunks ? listCount_ : 1;
-    // The tables are the allocator's own fixed state, like a bin array inside a heap
-    // object: mapped directly, so they cost no malloc (this heap may be the process's).
-    tableBytes_ = alignUp(listCount_ * sizeof(FreeList) + tailCount_ * sizeof(Tail), 4096);
-    void* tables = mmap(nullptr, tableBytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (tables == MAP_FAILED) {
-      listCount_ = 0;  // every malloc fails cleanly
-      return;
-    }
-    lists_ = static_cast<FreeList*>(tables);
-    tails_ = reinterpret_cast<Tail*>(lists_ + listCount_);
-  }
+  explicit SegregatedFitHeap(const SegregatedFitConfig& config, Args&&... args)
+      : SegregatedFitHeap(FromPolicies{}, segregatedfit::policyFrom<Bins>(config), segregatedfit::policyFrom<Fits>(config),
+                          segregatedfit::policyFrom<Lists>(config),
+                          segregatedfit::policyFrom<typename Super::ChunkPolicyType>(config),
+                          segregatedfit::policyFrom<typename Super::HeaderPolicyType>(config), static_cast<Args&&>(args)...) {}
+  // The policies by type (an emitted design).
+  template <class... Args>
+    requires(!startsWith<SegregatedFitConfig, Args...> && !startsWith<FromPolicies, Args...>)
+  explicit SegregatedFitHeap(Args&&... args)
+      : SegregatedFitHeap(FromPolicies{}, Bins{}, Fits{}, Lists{}, typename Super::ChunkPolicyType{}, typename Super::HeaderPolicyType{},
+                          static_cast<Args&&>(args)...) {}
   SegregatedFitHeap(const SegregatedFitHeap&) = delete;
   SegregatedFitHeap& operator=(const SegregatedFitHeap&) = delete;
 
   ~SegregatedFitHeap() {
-    while (void* chunk = chunks_.first(*this)) releaseChunk(static_cast<Chunk*>(chunk));
     if (lists_ != nullptr) munmap(lists_, tableBytes_);
   }
 
   void* malloc(std::size_t size) {
-    if (lists_ == nullptr || size > kMaxRequestBytes - 64 * 1024) return nullptr;
-    std::size_t length = blockLengthFor(size);
+    if (lists_ == nullptr || !Super::ready() || size > kMaxRequestBytes - 64 * 1024) return nullptr;
+    std::size_t length = layout().blockLengthFor(size);
     std::size_t list = listOf(length);
-    if (config_.classes != SizeClasses::Ranges) length = roundedLength(list, length);
+    if (fits_.classes != SizeClasses::Ranges) length = roundedLength(list, length);
     char* block = nullptr;
-    if (!config_.region) {
+    if (!fits_.region) {
       block = searchLists(list, length);
-      if (block == nullptr && config_.coalescing == Coalescing::Deferred && freesSinceCoalescing_ != 0 &&
-          !tailFits(list, length)) {
+      if (block == nullptr && fits_.coalescing == Coalescing::Deferred && freesSinceCoalescing_ != 0 &&
+          !Super::tailFits(Super::tailOf(list), length)) {
         coalesceEverything();
         block = searchLists(list, length);
       }
     }
     if (block != nullptr) {
       std::size_t word = readWord(block) & ~kFree;
-      std::size_t found = word & ~sizeword::kFlagMask;
-      if (config_.split && found >= length + kMinBlockBytes) {
+      std::size_t found = Layout::lengthIn(word);
+      if (fits_.split && found >= length + kMinBlockBytes) {
         splitOff(block, word, length);  // the remainder, free, stays before the next block
       } else {
         writeWord(block, word);
-        if (tagged()) BoundaryTags::tellNextInUse(*this, taggedObjectOf(block), found);
+        layout().tellNextInUse(*this, block, found);
       }
     } else {
-      block = carve(list, length);
+      block = Super::carve(Super::tailOf(list), length, [this](char* retired, std::size_t word) {
+        // What was left of a tail: listed where blocks of any length may be.
+        if (Layout::lengthIn(word) >= kMinBlockBytes && fits_.classes == SizeClasses::Ranges && !fits_.region)
+          insertFree(retired, word);
+      });
       if (block == nullptr) return nullptr;
     }
-    return objectOf(block);
+    return layout().objectOf(block);
   }
 
   void free(void* object) {
-    if (object == nullptr || config_.region) return;
-    char* block = blockOf(static_cast<char*>(object));
+    if (object == nullptr || fits_.region) return;
+    char* block = layout().blockOf(static_cast<char*>(object));
     ++freesSinceCoalescing_;
     std::size_t word = readWord(block);
-    if (config_.coalescing == Coalescing::Immediate) {
+    if (fits_.coalescing == Coalescing::Immediate) {
       block = mergeWithNeighbours(block, word);
       if (block == nullptr) return;  // it went back to a tail or a released chunk
     }
     insertFree(block, word);
   }
 
-  std::size_t getSize(void* object) const {
-    return (sizeword::size(object)) - headerBytes();
-  }
-
-  // For tests and the DMM map: every block of every chunk, in address order.
-  template <class Visitor>
-  void forEachBlock(Visitor&& visit) const {
-    Uncounted walk;
-    for (void* listed = chunks_.first(walk); listed != nullptr; listed = chunks_.next(walk, listed)) {
-      auto* chunk = static_cast<Chunk*>(listed);
-      for (char* block = firstBlock(chunk);; block += rawLength(block)) {
-        std::size_t word = rawWord(block);
-        if ((word & ~sizeword::kFlagMask) == 0) break;
-        visit(static_cast<const void*>(chunk), static_cast<const void*>(block), word & ~sizeword::kFlagMask,
-              (word & kFree) != 0, (word & kTail) != 0);
-        if (word & kTail) break;
-      }
-    }
-  }
+  std::size_t getSize(void* object) const { return Super::getSize(object); }
 
  private:
-  // ---- block layout --------------------------------------------------------------------
-
-  std::size_t headerBytes() const { return config_.header == HeaderLayout::SizeWord16 ? 16 : 8; }
-  bool tagged() const { return config_.header == HeaderLayout::BoundaryTags; }
-
-  std::size_t blockLengthFor(std::size_t size) const {
-    std::size_t length = alignUp(size + headerBytes(), 16);
-    return length < kMinBlockBytes ? kMinBlockBytes : length;
+  SegregatedFitHeap(FromPolicies, const Bins& bins, const Fits& fits, const Lists& lists, const typename Super::ChunkPolicyType& chunks,
+                    const typename Super::HeaderPolicyType& headers, auto&&... args)
+      : Super(chunks, headers, TailClasses{bins.count()}, static_cast<decltype(args)&&>(args)...),
+        bins_(bins),
+        fits_(fits),
+        listPolicy_(lists) {
+    listCount_ = bins_.count();
+    // The lists are the allocator's own fixed state, like a bin array inside a heap
+    // object: mapped directly, so they cost no malloc (this heap may be the process's).
+    tableBytes_ = alignUp(listCount_ * sizeof(FreeList), 4096);
+    void* table = mmap(nullptr, tableBytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (table != MAP_FAILED) lists_ = static_cast<FreeList*>(table);  // else every malloc fails cleanly
   }
 
-  char* objectOf(char* block) const { return block + headerBytes(); }
-  char* blockOf(char* object) const { return object - headerBytes(); }
-  static std::size_t& wordAt(char* block, std::size_t header) {
-    return *reinterpret_cast<std::size_t*>(block + header - sizeof(std::size_t));
-  }
-  std::size_t& sizeWordRef(char* block) const { return wordAt(block, headerBytes()); }
-  // Uncounted: for forEachBlock, which observes the heap from outside.
-  std::size_t rawWord(char* block) const { return sizeWordRef(block); }
-  std::size_t rawLength(char* block) const { return rawWord(block) & ~sizeword::kFlagMask; }
-
-  // Every metadata word goes through these: plain loads and stores over real memory,
-  // counted at their address over a counting top heap.
-  template <class T>
-  T load(const T& word) { return loadMetadata(*this, word); }
-  template <class T, class V>
-  void store(T& word, V value) { storeMetadata(*this, word, static_cast<T>(value)); }
-
-  std::size_t readWord(char* block) { return load(sizeWordRef(block)); }
-  void writeWord(char* block, std::size_t word) { store(sizeWordRef(block), word); }
-  std::size_t lengthOf(char* block) { return readWord(block) & ~sizeword::kFlagMask; }
-  char* nextBlock(char* block) { return block + lengthOf(block); }
-
-  // Boundary tags (objectrep/BoundaryTags.h) take the object: the boundary-tag layout has
-  // the 8-byte header, so the size word just before the object is the block's, as theirs
-  // is (a constant offset, which the layout's run-time test does not have to fold).
-  static char* taggedObjectOf(char* block) { return block + BoundaryTags::kSizeWordBytes; }
-  // Only when kPreviousFree is set.
-  char* previousBlock(char* block) {
-    return static_cast<char*>(BoundaryTags::previous(*this, taggedObjectOf(block))) - BoundaryTags::kSizeWordBytes;
-  }
-
-  // ---- chunks ----------------------------------------------------------------------------
-
-  char* firstBlock(Chunk* chunk) const {
-    // The first object lands 16 bytes after the chunk header, 16-byte aligned.
-    return reinterpret_cast<char*>(chunk) + sizeof(Chunk) + 16 - headerBytes();
-  }
-  // The fence's block position: room for its header before the chunk ends.
-  char* fenceOf(Chunk* chunk) {
-    char* first = firstBlock(chunk);
-    char* end = reinterpret_cast<char*>(chunk) + load(chunk->bytes);
-    return first + ((static_cast<std::size_t>(end - first) - headerBytes()) & ~std::size_t{15});
-  }
-
-  Chunk* newChunk(std::size_t length) {
-    std::size_t overhead = sizeof(Chunk) + 16 + 16;
-    std::size_t bytes = std::max(nextChunkBytes_, length + overhead);
-    // The parent adds its own header and rounds to pages: ask for what fills the pages.
-    auto* chunk = static_cast<Chunk*>(Super::malloc(bytes > 16 ? bytes - 16 : bytes));
-    countStep(*this);  // the chunk requested
-    if (chunk == nullptr) return nullptr;
-    store(chunk->bytes, Super::getSize(chunk) & ~std::size_t{15});
-    chunks_.insert(*this, chunk);
-    writeWord(fenceOf(chunk), 0);
-    if (length + overhead <= nextChunkBytes_) {
-      std::size_t grown = nextChunkBytes_ / 100 * config_.chunkGrowthPercent;
-      nextChunkBytes_ = std::min(std::max(grown, config_.chunkBytes), std::max(config_.maxChunkBytes, config_.chunkBytes));
-    }
-    return chunk;
-  }
-
-  void releaseChunk(Chunk* chunk) {
-    DLList::unlink(*this, chunk);
-    countStep(*this);  // the chunk returned
-    Super::free(chunk);
-  }
-
-  bool isWholeChunk(char* block, std::size_t word) {
-    return (word & kFirst) != 0 && lengthOf(block + (word & ~sizeword::kFlagMask)) == 0;
-  }
-  Chunk* chunkOfFirst(char* block) const {
-    return reinterpret_cast<Chunk*>(block - (sizeof(Chunk) + 16 - headerBytes()));
-  }
-
-  // ---- tails: carving new blocks ------------------------------------------------------
-
-  Tail& tailFor(std::size_t list) { return tails_[config_.perClassChunks ? list : 0]; }
-
-  bool tailFits(std::size_t list, std::size_t length) {
-    char* cursor = load(tailFor(list).cursor);
-    return cursor != nullptr && lengthOf(cursor) >= length;
-  }
-
-  char* carve(std::size_t list, std::size_t length) {
-    Tail& tail = tailFor(list);
-    char* block = load(tail.cursor);
-    if (block == nullptr || lengthOf(block) < length) {
-      std::size_t chunkPayload = nextChunkBytes_ - sizeof(Chunk) - 32;
-      if (length > chunkPayload / 4) return ownChunk(length);
-      Chunk* chunk = newChunk(length);
-      if (chunk == nullptr) return nullptr;
-      retireTail(tail, block);
-      block = firstBlock(chunk);
-      writeWord(block, static_cast<std::size_t>(fenceOf(chunk) - block) | kTail | kFirst);
-    }
-    std::size_t word = readWord(block);
-    std::size_t rest = (word & ~sizeword::kFlagMask) - length;
-    writeWord(block, length | (word & (kPreviousFree | kFirst)));
-    if (rest == 0) {
-      store(tail.cursor, nullptr);  // used up: the block ends at the fence
-    } else {
-      store(tail.cursor, block + length);
-      writeWord(block + length, rest | kTail);
-    }
-    return block;
-  }
-
-  // A request bigger than a quarter chunk: a chunk of its own, exactly its size, so the
-  // current tail keeps its room.
-  char* ownChunk(std::size_t length) {
-    std::size_t saved = nextChunkBytes_;
-    nextChunkBytes_ = 0;
-    Chunk* chunk = newChunk(length);
-    nextChunkBytes_ = saved;
-    if (chunk == nullptr) return nullptr;
-    char* first = firstBlock(chunk);
-    writeWord(first, static_cast<std::size_t>(fenceOf(chunk) - first) | kFirst);
-    return first;
-  }
-
-  // A chunk stops being current: what is left of its tail becomes a free block where
-  // blocks of any length may be listed, and otherwise stays unused (counted as waste).
-  // `block` is the cursor, already read.
-  void retireTail(Tail& tail, char* block) {
-    if (block == nullptr) return;
-    std::size_t word = readWord(block);
-    std::size_t length = word & ~sizeword::kFlagMask;
-    store(tail.cursor, nullptr);
-    word = length | (word & (kPreviousFree | kFirst));
-    writeWord(block, word);
-    if (length >= kMinBlockBytes && config_.classes == SizeClasses::Ranges && !config_.region) {
-      insertFree(block, word);
-    }
-  }
+  const Layout& layout() const { return Super::layout(); }
+  std::size_t readWord(char* block) { return layout().read(*this, block); }
+  void writeWord(char* block, std::size_t word) { layout().write(*this, block, word); }
 
   // ---- splitting and merging -------------------------------------------------------------
 
   // `word` is the block's size word as read (the block being taken, so not free).
   void splitOff(char* block, std::size_t word, std::size_t keep) {
-    std::size_t total = word & ~sizeword::kFlagMask;
+    std::size_t total = Layout::lengthIn(word);
     writeWord(block, keep | (word & (kPreviousFree | kFirst)));
     char* rest = block + keep;
     writeWord(rest, total - keep);
@@ -399,48 +287,34 @@ class SegregatedFitHeap : public Super {
     insertFree(rest, total - keep);
   }
 
-  // Immediate coalescing: the block absorbs free neighbours; a block next to the tail
-  // gives itself back to it; a wholly free chunk goes back to the parent if the design
-  // trims. Returns the block to list, or nullptr when there is none; `word` is the block's
-  // size word as read, and becomes the returned block's as last written.
+  // Immediate coalescing: the block absorbs free neighbours; a block next to a tail gives
+  // itself back to it; a wholly free chunk goes back to the parent if the design trims.
+  // Returns the block to list, or nullptr when there is none; `word` is the block's size
+  // word as read, and becomes the returned block's as last written.
   char* mergeWithNeighbours(char* block, std::size_t& word) {
-    char* following = block + (word & ~sizeword::kFlagMask);
+    char* following = block + Layout::lengthIn(word);
     std::size_t followingWord = readWord(following);
     // One free block follows at most, unless coalescing is deferred.
     while ((followingWord & kFree) != 0) {
-      removeFree(following, followingWord & ~sizeword::kFlagMask);
-      word += followingWord & ~sizeword::kFlagMask;
+      removeFree(following, Layout::lengthIn(followingWord));
+      word += Layout::lengthIn(followingWord);
       writeWord(block, word);
       countCoalesce(*this);
-      following = block + (word & ~sizeword::kFlagMask);
+      following = block + Layout::lengthIn(word);
       followingWord = readWord(following);
     }
     if ((word & kPreviousFree) != 0) {
-      char* preceding = previousBlock(block);
+      char* preceding = layout().previous(*this, block);
       std::size_t precedingWord = readWord(preceding);
-      removeFree(preceding, precedingWord & ~sizeword::kFlagMask);
-      word = (precedingWord & ~kFree) + (word & ~sizeword::kFlagMask);
+      removeFree(preceding, Layout::lengthIn(precedingWord));
+      word = (precedingWord & ~kFree) + Layout::lengthIn(word);
       block = preceding;
       writeWord(block, word);
       countCoalesce(*this);
     }
-    if ((followingWord & kTail) != 0) {
-      for (std::size_t t = 0; t < tailCount_; ++t) {
-        countStep(*this);  // a tail compared
-        if (load(tails_[t].cursor) != following) continue;
-        std::size_t length = (word & ~sizeword::kFlagMask) + (followingWord & ~sizeword::kFlagMask);
-        writeWord(block, length | kTail | (word & (kPreviousFree | kFirst)));
-        store(tails_[t].cursor, block);
-        countCoalesce(*this);
-        if ((word & kFirst) != 0 && config_.trim) {
-          store(tails_[t].cursor, nullptr);
-          releaseChunk(chunkOfFirst(block));
-        }
-        return nullptr;
-      }
-    }
-    if (config_.trim && isWholeChunk(block, word)) {
-      releaseChunk(chunkOfFirst(block));
+    if ((followingWord & kTail) != 0 && Super::giveToTail(block, word, following, followingWord)) return nullptr;
+    if (Super::trims() && Super::isWholeChunk(block, word)) {
+      Super::releaseChunkOfFirst(block);
       return nullptr;
     }
     return block;
@@ -449,22 +323,22 @@ class SegregatedFitHeap : public Super {
   // Deferred coalescing: one pass over every chunk merges each run of free blocks.
   void coalesceEverything() {
     freesSinceCoalescing_ = 0;
-    auto* chunk = static_cast<Chunk*>(chunks_.first(*this));
+    void* chunk = Super::firstChunk();
     while (chunk != nullptr) {
       countStep(*this);  // a chunk visited
-      auto* nextChunk = static_cast<Chunk*>(chunks_.next(*this, chunk));
-      char* block = firstBlock(chunk);
+      void* nextChunk = Super::nextChunk(chunk);
+      char* block = Super::firstBlockOf(chunk);
       bool released = false;
       while (!released) {
         std::size_t word = readWord(block);
-        std::size_t length = word & ~sizeword::kFlagMask;
+        std::size_t length = Layout::lengthIn(word);
         if (length == 0 || (word & kTail) != 0) break;
         countStep(*this);  // a block visited
         char* following = block + length;
         if ((word & kFree) == 0 || (readWord(following) & (kFree | kTail)) == 0) {
-          if ((word & kFree) != 0 && config_.trim && isWholeChunk(block, word)) {
+          if ((word & kFree) != 0 && Super::trims() && Super::isWholeChunk(block, word)) {
             removeFree(block, length);
-            releaseChunk(chunk);
+            Super::releaseChunk(chunk);
             released = true;
           }
           block = following;
@@ -474,24 +348,13 @@ class SegregatedFitHeap : public Super {
         char* merged = mergeWithNeighbours(block, word);
         if (merged == nullptr) break;  // given to the tail, or the chunk went back
         insertFree(merged, word);
-        block = merged + (word & ~sizeword::kFlagMask);
+        block = merged + Layout::lengthIn(word);
       }
       chunk = nextChunk;
     }
   }
 
   // ---- size classes (combining/Bins.h) ---------------------------------------------------
-
-  // Exact fits: a bin per 16 bytes; ranges and strict classes: the configuration's bounds.
-  // Either way the last class takes every longer block.
-  static BinTable binsOf(const Config& config) {
-    if (config.classes == SizeClasses::Exact) return BinTable::exact(config.exactMaxBytes);
-    std::size_t bounds[BinTable::kMaxBins];
-    std::size_t count = std::min<std::size_t>(config.classCount, BinTable::kMaxBins);
-    for (std::size_t i = 0; i + 1 < count; ++i) bounds[i] = config.classBounds[i];
-    bounds[count == 0 ? 0 : count - 1] = SIZE_MAX;
-    return BinTable::bounded({bounds, count == 0 ? 1 : count});
-  }
 
   std::size_t listOf(std::size_t length) {
     countStep(*this);  // the class lookup
@@ -501,51 +364,53 @@ class SegregatedFitHeap : public Super {
   // Strict classes give a request its class's whole length; the last class, and exact
   // classes (whose bound is the length itself), take it as it is.
   std::size_t roundedLength(std::size_t list, std::size_t length) const {
-    if (config_.classes == SizeClasses::Exact) return length;
+    if (fits_.classes == SizeClasses::Exact) return length;
     std::size_t bound = bins_.boundOf(list);
     return bound == SIZE_MAX ? length : bound;
   }
 
   // ---- free lists (building/FreeList.h) -------------------------------------------------
-  // The list's form is the configuration's structure, order and fit; its blocks keep their
-  // links in the object, after this layout's header.
+  // The list's form is the Lists policy's structure, order and fit; its blocks keep their
+  // links in the object, after the layout's header.
 
-  ListedBlocks listed() const { return ListedBlocks{headerBytes()}; }
+  ListedBlocks listed() const { return ListedBlocks{layout().headerBytes()}; }
 
   // `word` is the block's size word, as its caller last read or wrote it.
   void insertFree(char* block, std::size_t word) {
-    std::size_t length = word & ~sizeword::kFlagMask;
+    std::size_t length = Layout::lengthIn(word);
     writeWord(block, word | kFree);
-    if (tagged()) BoundaryTags::tellNextFree(*this, taggedObjectOf(block), length);
-    lists_[listOf(length)].insert(*this, config_, listed(), block, length);
+    layout().tellNextFree(*this, block, length);
+    lists_[listOf(length)].insert(*this, listPolicy_, listed(), block, length);
   }
 
   // Takes a free block of `length` out of its list (a neighbour being merged).
   void removeFree(char* block, std::size_t length) {
-    lists_[listOf(length)].remove(*this, config_, listed(), block, length);
+    lists_[listOf(length)].remove(*this, listPolicy_, listed(), block, length);
   }
 
   // The block a fit chooses, taken out of its list; nullptr when no list has one.
   char* searchLists(std::size_t first, std::size_t length) {
-    std::size_t last = config_.searchLargerClasses ? listCount_ - 1 : first;
+    std::size_t last = fits_.searchLargerClasses ? listCount_ - 1 : first;
     ListedBlocks blocks = listed();
     for (std::size_t i = first; i <= last; ++i) {
       countStep(*this);  // a list probed
-      if (char* found = lists_[i].take(*this, config_, blocks, length)) return found;
+      if (char* found = lists_[i].take(*this, listPolicy_, blocks, length)) return found;
     }
     return nullptr;
   }
 
-  [[no_unique_address]] Config config_;
-  BinTable bins_;
-  std::size_t nextChunkBytes_;
+  [[no_unique_address]] Bins bins_;
+  [[no_unique_address]] Fits fits_;
+  [[no_unique_address]] Lists listPolicy_;
   std::size_t listCount_ = 0;
-  std::size_t tailCount_ = 0;
   std::size_t tableBytes_ = 0;
   std::size_t freesSinceCoalescing_ = 0;
   FreeList* lists_ = nullptr;
-  Tail* tails_ = nullptr;
-  DLList chunks_;
 };
+
+// Every policy by value, built from a SegregatedFitConfig: the form the simulator runs.
+template <class Top>
+using ConfiguredSegregatedFitHeap =
+    SegregatedFitHeap<BinTable, FitPolicy, ListPolicy, TailChunkHeap<ChunkPolicy, HeaderPolicy, Top>>;
 
 }  // namespace heapkit
