@@ -2,6 +2,7 @@
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -544,9 +545,10 @@ TEST(HardenedKingsleyDeathTest, CookieMarksFreedObjects) {
   EXPECT_DEATH(freeForeign(), "heapkit: free\\(\\): invalid pointer 0x[0-9a-f]+");
 }
 
-// Hardened Lea checks a quick-listed block's own word on free (a block it holds free, freed
-// again) and the next block's when the quick lists are consolidated: a made-up block whose
-// length passes but whose next block is none is reported then, naming its pointer.
+// Hardened Lea checks a quick-listed block's own word on free (a block it holds free or
+// marked retired, freed again: BoundaryTags::kRetired) and the next block's when the quick
+// lists are consolidated: a made-up block whose length passes but whose next block is none
+// is reported then, naming its pointer.
 TEST(HardenedLeaDeathTest, QuickListsCheckedWhenConsolidated) {
   using Hardened = AdaptiveLeaHeap<heapkit::Hardened<MmapHeap>>;
   auto freeMadeUpBlock = [] {
@@ -581,6 +583,52 @@ TEST(HardenedLeaDeathTest, QuickListsCheckedWhenConsolidated) {
     (void)fence;
   };
   EXPECT_DEATH(freeFreedBlockAgain(), "heapkit: free\\(\\): double free of 0x[0-9a-f]+");
+  // Merged into the free block before it: its word is stale (neither free nor a quick
+  // list's), and marked retired when the merge left it behind.
+  auto freeMergedAwayBlockAgain = [] {
+    Hardened heap;
+    void* a = heap.malloc(40);
+    void* b = heap.malloc(40);
+    void* fence = heap.malloc(40);
+    heap.free(b);
+    heap.free(a);  // consolidated first (the lists are LIFO): b merges backwards into it
+    heap.free(heap.malloc(4000));
+    std::fputs("merged\n", stderr);
+    heap.free(b);
+    std::_Exit(0);  // not reported at the free itself (the destructor's consolidation would)
+    (void)fence;
+  };
+  EXPECT_DEATH(freeMergedAwayBlockAgain(), "merged.*heapkit: free\\(\\): double free of 0x[0-9a-f]+");
+  // Freed twice while on a quick list: the mark sends it to the full checks, which name it.
+  auto freeQuickListedAgain = [] {
+    Hardened heap;
+    void* a = heap.malloc(24);
+    void* b = heap.malloc(24);
+    heap.free(a);
+    heap.free(b);
+    std::fputs("quick-listed\n", stderr);
+    heap.free(a);
+    std::_Exit(0);
+  };
+  EXPECT_DEATH(freeQuickListedAgain(), "quick-listed.*heapkit: free\\(\\): double free of 0x[0-9a-f]+");
+}
+
+// The mark of a quick-listed block is the heap's own: a correct program never sees it in a
+// block it is handed (malloc clears it), and the heap's blocks stay consistent while the
+// quick lists hold marked blocks between free blocks (the model check, hardened).
+TEST(HardenedLea, QuickListMarksAreClearedWhenHandedOut) {
+  using Hardened = AdaptiveLeaHeap<heapkit::Hardened<MmapHeap>>;
+  Hardened heap;
+  void* a = heap.malloc(56);
+  std::size_t usable = heap.getSize(a);
+  heap.free(a);
+  EXPECT_EQ(heap.malloc(56), a);
+  EXPECT_EQ(heap.getSize(a), usable);
+  heap.free(a);
+  heap.free(heap.malloc(4000));  // consolidated: the mark goes with it
+  void* again = heap.malloc(56);
+  EXPECT_EQ(heap.getSize(again), usable);
+  heap.free(again);
 }
 
 TEST(ProfileHeap, MeasuresInternalFragmentation) {
