@@ -385,7 +385,8 @@ TEST(AdaptiveLeaHeap, FreeingAMappedBlockRaisesBothThresholds) {
   EXPECT_EQ(heap.bigHeap().bytesHeld(), 0u) << "the block itself is unmapped, as in glibc";
   EXPECT_GE(heap.mmapThreshold(), 3 * kMiB);
   EXPECT_LE(heap.mmapThreshold(), 3 * kMiB + pageSize());
-  EXPECT_EQ(heap.trimThreshold(), 2 * heap.mmapThreshold());
+  EXPECT_EQ(heap.trimThreshold(), 2 * heap.mmapThreshold() + lea::kTrimPadBytes);
+  EXPECT_GE(heap.regionBytes(), heap.mmapThreshold()) << "a region holds any request the heap serves";
   // The same request now comes from the heap's regions, and is reused once freed.
   void* inHeap = heap.malloc(3 * kMiB);
   EXPECT_EQ(heap.bigHeap().bytesHeld(), 0u);
@@ -406,6 +407,48 @@ TEST(AdaptiveLeaHeap, FreeingAMappedBlockRaisesBothThresholds) {
   // Lowering the trim threshold gives the free regions back.
   heap.setTrimThreshold(0);
   EXPECT_LT(heap.bytesHeld(), held - 2 * kMiB);
+}
+
+// A top heap that counts the blocks it maps.
+struct MapCountingTop : MmapHeap {
+  void* malloc(std::size_t size) {
+    ++maps;
+    return MmapHeap::malloc(size);
+  }
+  std::size_t maps = 0;
+};
+
+// Buffers of 16-256 KiB replaced in a loop, four live (bench-malloc's buffers): once the
+// mmap threshold has risen, a freed buffer's memory is reused, not given back and mapped
+// again. Before regions grew with the threshold, each big buffer took a region of its
+// own, freed whole, and about one replacement in three mapped a new one.
+TEST(AdaptiveLeaHeap, FreedMediumBlocksAreReusedNotUnmapped) {
+  AdaptiveLeaHeap<MapCountingTop> heap;
+  std::uint64_t state = 0x9E3779B97F4A7C15u;
+  auto next = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  void* live[4] = {};
+  auto replace = [&](int rounds) {
+    for (int i = 0; i < rounds; ++i) {
+      std::size_t victim = next() % 4;
+      heap.free(live[victim]);
+      std::size_t size = 16 * 1024 + next() % (240 * 1024);
+      live[victim] = heap.malloc(size);
+      ASSERT_NE(live[victim], nullptr);
+      std::memset(live[victim], static_cast<int>(i), size);
+    }
+  };
+  replace(200);  // the threshold rises to the biggest buffers freed
+  EXPECT_GE(heap.mmapThreshold(), 240 * 1024u);
+  std::size_t maps = heap.maps, mapped = heap.bigHeap().bytesHeld();
+  replace(4000);
+  EXPECT_LE(heap.maps - maps, 4u) << "regions mapped for 4000 replacements";
+  EXPECT_LE(heap.bytesHeld(), 4 * heap.regionBytes() + heap.trimThreshold() + mapped);
+  for (void* block : live) heap.free(block);
 }
 
 // LeaHeap keeps dlmalloc 2.7's fixed thresholds: it is the DMM simulator's LEA preset.
