@@ -2,6 +2,7 @@
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -384,7 +385,8 @@ TEST(AdaptiveLeaHeap, FreeingAMappedBlockRaisesBothThresholds) {
   EXPECT_EQ(heap.bigHeap().bytesHeld(), 0u) << "the block itself is unmapped, as in glibc";
   EXPECT_GE(heap.mmapThreshold(), 3 * kMiB);
   EXPECT_LE(heap.mmapThreshold(), 3 * kMiB + pageSize());
-  EXPECT_EQ(heap.trimThreshold(), 2 * heap.mmapThreshold());
+  EXPECT_EQ(heap.trimThreshold(), 2 * heap.mmapThreshold() + lea::kTrimPadBytes);
+  EXPECT_GE(heap.regionBytes(), heap.mmapThreshold()) << "a region holds any request the heap serves";
   // The same request now comes from the heap's regions, and is reused once freed.
   void* inHeap = heap.malloc(3 * kMiB);
   EXPECT_EQ(heap.bigHeap().bytesHeld(), 0u);
@@ -405,6 +407,48 @@ TEST(AdaptiveLeaHeap, FreeingAMappedBlockRaisesBothThresholds) {
   // Lowering the trim threshold gives the free regions back.
   heap.setTrimThreshold(0);
   EXPECT_LT(heap.bytesHeld(), held - 2 * kMiB);
+}
+
+// A top heap that counts the blocks it maps.
+struct MapCountingTop : MmapHeap {
+  void* malloc(std::size_t size) {
+    ++maps;
+    return MmapHeap::malloc(size);
+  }
+  std::size_t maps = 0;
+};
+
+// Buffers of 16-256 KiB replaced in a loop, four live (bench-malloc's buffers): once the
+// mmap threshold has risen, a freed buffer's memory is reused, not given back and mapped
+// again. Before regions grew with the threshold, each big buffer took a region of its
+// own, freed whole, and about one replacement in three mapped a new one.
+TEST(AdaptiveLeaHeap, FreedMediumBlocksAreReusedNotUnmapped) {
+  AdaptiveLeaHeap<MapCountingTop> heap;
+  std::uint64_t state = 0x9E3779B97F4A7C15u;
+  auto next = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  void* live[4] = {};
+  auto replace = [&](int rounds) {
+    for (int i = 0; i < rounds; ++i) {
+      std::size_t victim = next() % 4;
+      heap.free(live[victim]);
+      std::size_t size = 16 * 1024 + next() % (240 * 1024);
+      live[victim] = heap.malloc(size);
+      ASSERT_NE(live[victim], nullptr);
+      std::memset(live[victim], static_cast<int>(i), size);
+    }
+  };
+  replace(200);  // the threshold rises to the biggest buffers freed
+  EXPECT_GE(heap.mmapThreshold(), 240 * 1024u);
+  std::size_t maps = heap.maps, mapped = heap.bigHeap().bytesHeld();
+  replace(4000);
+  EXPECT_LE(heap.maps - maps, 4u) << "regions mapped for 4000 replacements";
+  EXPECT_LE(heap.bytesHeld(), 4 * heap.regionBytes() + heap.trimThreshold() + mapped);
+  for (void* block : live) heap.free(block);
 }
 
 // LeaHeap keeps dlmalloc 2.7's fixed thresholds: it is the DMM simulator's LEA preset.
@@ -544,9 +588,10 @@ TEST(HardenedKingsleyDeathTest, CookieMarksFreedObjects) {
   EXPECT_DEATH(freeForeign(), "heapkit: free\\(\\): invalid pointer 0x[0-9a-f]+");
 }
 
-// Hardened Lea checks a quick-listed block's own word on free (a block it holds free, freed
-// again) and the next block's when the quick lists are consolidated: a made-up block whose
-// length passes but whose next block is none is reported then, naming its pointer.
+// Hardened Lea checks a quick-listed block's own word on free (a block it holds free or
+// marked retired, freed again: BoundaryTags::kRetired) and the next block's when the quick
+// lists are consolidated: a made-up block whose length passes but whose next block is none
+// is reported then, naming its pointer.
 TEST(HardenedLeaDeathTest, QuickListsCheckedWhenConsolidated) {
   using Hardened = AdaptiveLeaHeap<heapkit::Hardened<MmapHeap>>;
   auto freeMadeUpBlock = [] {
@@ -581,6 +626,52 @@ TEST(HardenedLeaDeathTest, QuickListsCheckedWhenConsolidated) {
     (void)fence;
   };
   EXPECT_DEATH(freeFreedBlockAgain(), "heapkit: free\\(\\): double free of 0x[0-9a-f]+");
+  // Merged into the free block before it: its word is stale (neither free nor a quick
+  // list's), and marked retired when the merge left it behind.
+  auto freeMergedAwayBlockAgain = [] {
+    Hardened heap;
+    void* a = heap.malloc(40);
+    void* b = heap.malloc(40);
+    void* fence = heap.malloc(40);
+    heap.free(b);
+    heap.free(a);  // consolidated first (the lists are LIFO): b merges backwards into it
+    heap.free(heap.malloc(4000));
+    std::fputs("merged\n", stderr);
+    heap.free(b);
+    std::_Exit(0);  // not reported at the free itself (the destructor's consolidation would)
+    (void)fence;
+  };
+  EXPECT_DEATH(freeMergedAwayBlockAgain(), "merged.*heapkit: free\\(\\): double free of 0x[0-9a-f]+");
+  // Freed twice while on a quick list: the mark sends it to the full checks, which name it.
+  auto freeQuickListedAgain = [] {
+    Hardened heap;
+    void* a = heap.malloc(24);
+    void* b = heap.malloc(24);
+    heap.free(a);
+    heap.free(b);
+    std::fputs("quick-listed\n", stderr);
+    heap.free(a);
+    std::_Exit(0);
+  };
+  EXPECT_DEATH(freeQuickListedAgain(), "quick-listed.*heapkit: free\\(\\): double free of 0x[0-9a-f]+");
+}
+
+// The mark of a quick-listed block is the heap's own: a correct program never sees it in a
+// block it is handed (malloc clears it), and the heap's blocks stay consistent while the
+// quick lists hold marked blocks between free blocks (the model check, hardened).
+TEST(HardenedLea, QuickListMarksAreClearedWhenHandedOut) {
+  using Hardened = AdaptiveLeaHeap<heapkit::Hardened<MmapHeap>>;
+  Hardened heap;
+  void* a = heap.malloc(56);
+  std::size_t usable = heap.getSize(a);
+  heap.free(a);
+  EXPECT_EQ(heap.malloc(56), a);
+  EXPECT_EQ(heap.getSize(a), usable);
+  heap.free(a);
+  heap.free(heap.malloc(4000));  // consolidated: the mark goes with it
+  void* again = heap.malloc(56);
+  EXPECT_EQ(heap.getSize(again), usable);
+  heap.free(again);
 }
 
 TEST(ProfileHeap, MeasuresInternalFragmentation) {

@@ -79,7 +79,8 @@ using Cases = ::testing::Types<
     Case<ThrowExceptionHeap<SizeHeap<Top>>>, UnauditedCase<UniqueHeap<SizeHeap<MallocHeap>>>,
     // general purpose
     Case<KingsleyHeap<Top>>, Case<KingsleyHeap<Hardened<Top>>>, Case<CoalescingKingsleyHeap<Top>>, Case<LeaCoreHeap<Top>>, Case<LeaHeap<Top>>,
-    Case<AdaptiveLeaCoreHeap<Top>>, Case<AdaptiveLeaHeap<Top>>, UnauditedCase<AdaptiveLeaHeap<SbrkHeap>>,
+    Case<AdaptiveLeaCoreHeap<Top>>, Case<AdaptiveLeaHeap<Top>>, Case<AdaptiveLeaHeap<Hardened<Top>>>,
+    UnauditedCase<AdaptiveLeaHeap<SbrkHeap>>,
     UnauditedCase<LeaHeap<SbrkHeap>>, UnauditedCase<KingsleyHeap<SbrkHeap>>, StaticBufferCase<LeaCoreHeap<StaticHeap>>,
     StaticBufferCase<KingsleyHeap<StaticHeap>>>;
 

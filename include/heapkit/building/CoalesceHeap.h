@@ -52,6 +52,9 @@ class CoalesceHeap : public Super {
       void* preceding = Super::previous(*this, block);
       DLList::unlink(*this, preceding);
       Super::merge(*this, preceding, block);
+      // Hardened, the block's word, now stale inside the merged block, says so: a second
+      // free of it is reported there (BoundaryTags::kRetired), not taken for a live block.
+      if constexpr (hardened<Super>() && requires { Super::markRetired(block); }) Super::markRetired(block);
       block = preceding;
       countCoalesce(*this);
     }

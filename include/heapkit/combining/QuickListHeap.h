@@ -34,14 +34,15 @@ class QuickListHeap : public Super {
       countStep(*this);  // the list's lookup
       if (Node* node = loadMetadata(*this, heads_[list])) {
         storeMetadata(*this, heads_[list], loadMetadata(*this, node->next));
-        if constexpr (kHardened) hardening::untagAllocated(node);
+        if constexpr (kMarksBlocks) Super::clearRetired(node);
+        else if constexpr (kHardened) hardening::untagAllocated(node);
         return node;
       }
     }
     void* object = mallocBelow(size);
     // Whatever path hands the object out, a tag left from an earlier life goes: a block
     // merged below keeps its old second word, and may be carved at the same address.
-    if constexpr (kHardened) {
+    if constexpr (kHardened && !kMarksBlocks) {
       if (object != nullptr) hardening::untagAllocated(object);
     }
     return object;
@@ -49,6 +50,10 @@ class QuickListHeap : public Super {
 
   void free(void* object) {
     if (object == nullptr) return;
+    if constexpr (kMarksBlocks) {
+      freeMarking(object);
+      return;
+    }
     std::size_t usable = sizeword::sizeFrom(*this, static_cast<const Super&>(*this), object);
     countStep(*this);  // the list's lookup
     // One unsigned compare. Hardened, a length too short for a block (a made-up pointer's)
@@ -56,22 +61,13 @@ class QuickListHeap : public Super {
     // waits for the consolidation, whose checks report it.
     if (usable < 16 * kLists) {
       std::size_t list = usable / 16;
-      // The heap below sees quick-listed objects as in use: its checks tell blocks it
-      // holds free (and another malloc's chunk header, whose in-use bit is our free bit);
-      // the tag tells quick-listed ones. Its checks of the next block, which tell other
-      // pointers that are no block of its own, are made when the lists are consolidated
-      // (its free checks every object handed down). Objects that go on to the heap below
-      // are checked there.
-      if constexpr (kHardened && requires { Super::checkQuickListable(object); }) {
-        Super::checkQuickListable(object);
-      } else if constexpr (kHardened && requires { Super::checkFreeable(object); }) {
-        Super::checkFreeable(object);
-      }
+      // The heap below sees quick-listed objects as in use; its checks of the next block,
+      // which tell pointers that are no block of its own, are made when the lists are
+      // consolidated (its free checks every object handed down). Objects that go on to the
+      // heap below are checked there.
+      if constexpr (kHardened && requires { Super::checkFreeable(object); }) Super::checkFreeable(object);
       if constexpr (kHardened) hardening::checkAndTagFreed(object);
-      auto* node = static_cast<Node*>(object);
-      storeMetadata(*this, node->next, loadMetadata(*this, heads_[list]));
-      storeMetadata(*this, heads_[list], node);
-      ++quickObjects_;
+      push(list, object);
       return;
     }
     Super::free(object);
@@ -84,6 +80,7 @@ class QuickListHeap : public Super {
       while (Node* node = loadMetadata(*this, head)) {
         countStep(*this);  // a node handed down
         storeMetadata(*this, head, loadMetadata(*this, node->next));
+        if constexpr (kMarksBlocks) Super::clearRetired(node);
         Super::free(node);
       }
     }
@@ -92,6 +89,41 @@ class QuickListHeap : public Super {
 
  private:
   static constexpr bool kHardened = hardened<Super>();
+  // Hardened over boundary tags (Lea's), a quick-listed block is marked in its own size
+  // word (BoundaryTags::kRetired) instead of tagged in its second word: the mark costs
+  // free one instruction where the tag cost four (its lea, compare, branch and store),
+  // and it and the word's free bit push the list index out of range, so a block freed
+  // twice, or one the heap below holds free, goes to that heap's free, whose checks
+  // report it. The heap below's checks of the next block, which tell pointers that are
+  // no block of its own, are made when the lists are consolidated (its free checks every
+  // block handed down): glibc's tcache checks no next chunk on free either, and
+  // mimalloc's secure mode checks its free lists when it collects them.
+  static constexpr bool kMarksBlocks = kHardened && requires(Super& heap, void* block) {
+    Super::quickListIndex(heap, block);
+    Super::markRetired(block);
+    Super::clearRetired(block);
+  };
+
+  [[gnu::always_inline]] void freeMarking(void* object) {
+    std::size_t list = Super::quickListIndex(*this, object);
+    countStep(*this);  // the list's lookup
+    // A length too short for a block (a made-up pointer's) lands on a list no malloc
+    // serves (every request's usable size is a block's), where it waits for the
+    // consolidation, whose checks report it.
+    if (list < kLists) {
+      Super::markRetired(object);
+      push(list, object);
+      return;
+    }
+    Super::free(object);
+  }
+
+  [[gnu::always_inline]] void push(std::size_t list, void* object) {
+    auto* node = static_cast<Node*>(object);
+    storeMetadata(*this, node->next, loadMetadata(*this, heads_[list]));
+    storeMetadata(*this, heads_[list], node);
+    ++quickObjects_;
+  }
 
   // A request no quick list could serve.
   void* mallocBelow(std::size_t size) {

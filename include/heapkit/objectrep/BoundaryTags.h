@@ -15,6 +15,7 @@
 // the last block is not taken for a free block (a fence: a size word of 0).
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -31,6 +32,8 @@ struct BoundaryTags {
   // The smallest block worth splitting off: its size word plus room for a free-list node
   // and the length word a free block keeps at its end.
   static constexpr std::size_t kMinBlockBytes = 32;
+  // Where user addresses end (x86-64 and AArch64 with 4-level page tables).
+  static constexpr std::uintptr_t kAddressSpaceEnd = std::uintptr_t{1} << 47;
 
   // The usable bytes a block gets for a request: the next 16k + 8, at least 24.
   static constexpr std::size_t usableSizeFor(std::size_t size) {
@@ -96,16 +99,42 @@ struct BoundaryTags {
     return rest;
   }
 
+  // Hardened heaps mark a block's size word when the block stops being one the heap
+  // holds live without becoming a free one: it sits on a quick list (QuickListHeap), or it
+  // was merged into the free block before it (CoalesceHeap), which leaves its word stale
+  // in the middle of that block. A pointer whose word holds the mark is being freed a
+  // second time. The mark is a bit no length has, at the end of the address space: the
+  // tests every free makes of a length anyway (checkFreeable's range test, the quick
+  // lists' range compare) send a marked block to the report at no cost of their own.
+  static constexpr std::size_t kRetired = kAddressSpaceEnd;
+  static void markRetired(void* block) { sizeWord(block) |= kRetired; }
+  static void clearRetired(void* block) { sizeWord(block) &= ~kRetired; }
+
+  // The quick list (QuickListHeap, one per 16 bytes of usable size) of an in-use block:
+  // usable / 16. A block whose word says free or retired gets a value beyond every list
+  // (its free bit or mark rotated into the high bits), so the lists' one range compare
+  // also refuses blocks this heap holds free and blocks freed twice: the same number of
+  // instructions as usable / 16 alone.
+  template <class H>
+  [[gnu::always_inline]] static std::size_t quickListIndex(H& heap, void* block) {
+    constexpr std::size_t kLayoutFlags = sizeword::kFlagMask & ~kFree;  // set on live blocks too
+    std::size_t word = loadMetadata(heap, sizeWord(block)) & ~kLayoutFlags;
+    // (length | free) / 16 with the free bit on top; length / 16 - 1 == (length - 8) / 16
+    // for a length of 16 or more, and a length of 0 wraps beyond every list too.
+    return std::rotr(word, 4) - 1;
+  }
+
   // Hardened heaps ask this before freeing a block, as dlmalloc does: a block that is
-  // free, or whose next block says so, is freed a second time; a length too small to be a
-  // block's or running past the end of the address space, or a next block that is not
-  // one, means the pointer is not a block's (interior, foreign or corrupted).
+  // free, or whose next block says so, or whose word is retired, is freed a second time;
+  // a length too small to be a block's or running past the end of the address space, or
+  // a next block that is not one, means the pointer is not a block's (interior, foreign
+  // or corrupted).
   static void checkFreeable(void* block) {
-    constexpr std::uintptr_t kAddressSpaceEnd = std::uintptr_t{1} << 47;
     std::size_t bytes = blockBytes(block);
     auto address = reinterpret_cast<std::uintptr_t>(block);
-    if (bytes < kMinBlockBytes || address >= kAddressSpaceEnd || bytes > kAddressSpaceEnd - address) [[unlikely]]
-      hardening::invalidPointer(block);
+    // Both bounds in one unsigned compare (a length under a block's wraps past the upper
+    // one). An address at or past the end never gets here: the read of its word faulted.
+    if (bytes - kMinBlockBytes > kAddressSpaceEnd - kMinBlockBytes - address) [[unlikely]] reportNotABlock(block);
     void* following = next(block);
     if (isFree(block)) [[unlikely]] {
       // A block this heap holds free also told its next block its length (setFree);
@@ -115,26 +144,18 @@ struct BoundaryTags {
     }
     // Merged into the free block before it: its own word is stale, the next block's is not.
     if (previousIsFree(following)) [[unlikely]] hardening::doubleFree(block);
-    std::size_t followingBytes = blockBytes(following);
-    if (followingBytes != 0 && followingBytes < kMinBlockBytes) [[unlikely]] hardening::invalidPointer(block);
+    // A length between the fence's (0) and a block's: lengths are multiples of 16, so 16.
+    static_assert(kMinBlockBytes == 2 * kMinAlignment);
+    if (blockBytes(following) == kMinAlignment) [[unlikely]] hardening::invalidPointer(block);
   }
 
-  // The check a block gets when it goes on a quick list (QuickListHeap: Lea's), whose
-  // length its caller read and found at least a block's: its own word must not say free
-  // (a block this heap holds free, freed again, or another malloc's chunk header with its
-  // in-use bit; reported out of line, which says which). The rest of checkFreeable, the
-  // next block's word, is checked when the quick lists are consolidated, by the free of
-  // the heap below: glibc's tcache checks no next chunk on free either, and mimalloc's
-  // secure mode checks its free lists when it collects them. 2 instructions on every
-  // quick free instead of 8.
-  [[gnu::always_inline]] static void checkQuickListable(void* block) {
-    if ((sizeWord(block) & kFree) != 0) [[unlikely]] reportFreed(block);
-  }
-
-  // checkFreeable of a block whose own word says free, which it reports (double free or
-  // invalid pointer, it says which): out of line, off the quick free's path.
-  [[noreturn, gnu::cold, gnu::noinline]] static void reportFreed(void* block) {
-    checkFreeable(block);
+  // A length no block has: a retired block's (freed a second time), or no block's.
+  [[noreturn, gnu::cold, gnu::noinline]] static void reportNotABlock(void* block) {
+    auto address = reinterpret_cast<std::uintptr_t>(block);
+    std::size_t word = sizeWord(block);
+    std::size_t length = word & ~(kRetired | sizeword::kFlagMask);
+    if ((word & ~(kRetired - 1)) == kRetired && length >= kMinBlockBytes && length <= kAddressSpaceEnd - address)
+      hardening::doubleFree(block);
     hardening::invalidPointer(block);
   }
 

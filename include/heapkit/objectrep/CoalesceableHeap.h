@@ -46,7 +46,7 @@ class CoalesceableHeap : public Super, public BoundaryTags {
   void* malloc(std::size_t size) {
     if (!fitsAfterAlignUp(size, kOverhead + kSizeWordBytes, kMinAlignment)) return nullptr;
     std::size_t bytes = usableSizeFor(size) + kOverhead;
-    if (bytes < RegionBytes) bytes = RegionBytes;
+    if (bytes < regionBytes_) bytes = regionBytes_;
     auto* links = static_cast<RegionLinks*>(Super::malloc(bytes));
     if (links == nullptr) return nullptr;
     if constexpr (SizedHeap<Super>) {
@@ -86,6 +86,20 @@ class CoalesceableHeap : public Super, public BoundaryTags {
     return isWholeRegion(none, block);
   }
 
+  // Regions are RegionBytes at least, and from growRegionsFor(size) on, big enough for a
+  // request of `size` bytes: a layer above (AdaptiveSelectMmapHeap) asks for it with its
+  // mmap threshold once the program shows it uses blocks that big. Every request that
+  // comes here then fits in any region, so a region freed whole serves the next request,
+  // and big blocks share regions instead of taking one each, freed whole, given back and
+  // mapped again (buffers of 16-256 KiB replaced in a loop: a system call and a page
+  // fault a page for most of them).
+  std::size_t regionBytes() const { return regionBytes_; }
+  void growRegionsFor(std::size_t size) {
+    if (!fitsAfterAlignUp(size, kOverhead + kSizeWordBytes, kMinAlignment)) return;
+    std::size_t bytes = usableSizeFor(size) + kOverhead;
+    if (bytes > regionBytes_) regionBytes_ = bytes;
+  }
+
   void releaseRegion(void* wholeRegionBlock) {
     releaseRegionLinks(reinterpret_cast<RegionLinks*>(static_cast<char*>(wholeRegionBlock) - kRegionPrefixBytes));
   }
@@ -102,6 +116,7 @@ class CoalesceableHeap : public Super, public BoundaryTags {
   }
 
   RegionLinks* regions_ = nullptr;
+  std::size_t regionBytes_ = RegionBytes;
 };
 
 }  // namespace heapkit
