@@ -299,9 +299,12 @@ class RaceResult:
 
     def front(self) -> list[Standing]:
         """The measured front: every contender that ran as the reference did and that no
-        other dominates, fastest first."""
+        other dominates, fastest first. A contender stopped for the budget is not on it: its
+        standing was final when it stopped, and its medians cover fewer rounds than the
+        others' (even when what dominated it was disqualified later)."""
         eligible = [s for s in self.standings if not s.disqualified and s.runs()]
-        front = [s for s in eligible if not any(self.dominates(o.name, s.name) for o in eligible)]
+        front = [s for s in eligible if s.stopped_after is None
+                 and not any(self.dominates(o.name, s.name) for o in eligible)]
         return sorted(front, key=lambda s: (s.cpu_seconds, s.peak_rss))
 
     def open_pairs(self, names: Optional[Iterable[str]] = None) -> list[Comparison]:

@@ -256,15 +256,15 @@ def nearest_to_dominating(front: Front) -> Optional[FrontDesign]:
     libheapkit-lea.so packs densely, but glibc packs denser on some programs (sqlite3: ALEA
     simulated at 22.8 MB, glibc's replay at 22.1 MB, and a design at 22.1 MB was 1.01x
     glibc's peak RSS), so the footprint to beat is glibc's when the front has it."""
-    presets = [front.presets[n].metrics for n in GENERAL_PURPOSE if n in front.presets and _usable(front.presets[n].metrics)]
+    presets = _general_purpose_presets(front)
     if not front.designs or not presets:
         return None
-    fastest = min(m.get("predicted_ns") or m["work"] for m in presets)
+    fastest = _fast_target(front)
     smallest = min(m["peak_footprint"] for m in presets)
     glibc = front.references.get("glibc", {}).get("footprint")
     if glibc:
         smallest = min(smallest, glibc)
-    if fastest <= 0 or smallest <= 0:
+    if not fastest or smallest <= 0:
         return None
     searched = [d for d in front.designs if d.name not in heapkit.PRESETS]
     if not searched:
@@ -272,21 +272,31 @@ def nearest_to_dominating(front: Front) -> Optional[FrontDesign]:
     return min(searched, key=lambda d: (max(d.time / fastest, d.footprint / smallest), d.time))
 
 
+def _general_purpose_presets(front: Front) -> list[dict]:
+    return [front.presets[n].metrics for n in GENERAL_PURPOSE if n in front.presets and _usable(front.presets[n].metrics)]
+
+
+def _predicted_time(metrics: dict) -> float:
+    """The predicted replay time as FrontDesign.time reads it (work where an old front has none)."""
+    return float(metrics.get("predicted_ns", metrics["work"]))
+
+
 def _fast_target(front: Front) -> Optional[float]:
     """The predicted time of the faster of heapkit's general-purpose presets (HKS: libheapkit.so)."""
-    presets = [front.presets[n].metrics for n in GENERAL_PURPOSE if n in front.presets and _usable(front.presets[n].metrics)]
-    times = [m.get("predicted_ns") or m["work"] for m in presets]
+    times = [_predicted_time(m) for m in _general_purpose_presets(front)]
     return min(times) if times and min(times) > 0 else None
 
 
 def _dense_target(front: Front) -> Optional[float]:
     """The footprint a design must not exceed to be as dense as the densest peer: glibc's
-    replayed footprint (the lowest peer's RSS on most programs), else the denser preset's."""
+    replayed footprint (the lowest peer's RSS on most programs: ALEA's simulated footprint
+    is below glibc's on some traces where libheapkit-lea.so's measured RSS is not), else
+    the denser preset's."""
     glibc = front.references.get("glibc", {}).get("footprint")
     if glibc:
         return float(glibc)
-    presets = [front.presets[n].metrics for n in GENERAL_PURPOSE if n in front.presets and _usable(front.presets[n].metrics)]
-    return float(min(m["peak_footprint"] for m in presets)) if presets else None
+    sizes = [float(m["peak_footprint"]) for m in _general_purpose_presets(front)]
+    return min(sizes) if sizes and min(sizes) > 0 else None
 
 
 def both_axes_flanks(front: Front) -> list[FrontDesign]:

@@ -86,6 +86,11 @@ def test_a_tight_budget_stops_the_set_aside_for_real(monkeypatch):
     assert len(slow.runs()) == slow.stopped_after < result.rounds  # it stopped being run
     assert not slow.readmitted and "slow" not in {s.name for s in result.front()}
     assert result.seconds <= 60
+    # Its medians cover fewer rounds: it stays off the front even when what dominated it
+    # is disqualified afterwards.
+    for other in ("fast", "twin", "small"):
+        result.standing(other).disqualified = "crashed"
+    assert "slow" not in {s.name for s in result.front()}
     # With the budget for all of them, it is measured to the end.
     clock[0] = 0.0
     result = hr.race([hr.Contender(n) for n in figures], one_second,
