@@ -451,6 +451,87 @@ TEST(AdaptiveLeaHeap, FreedMediumBlocksAreReusedNotUnmapped) {
   for (void* block : live) heap.free(block);
 }
 
+// A parent that counts the objects it hands out.
+struct MallocCountingTop : MallocHeap {
+  void* malloc(std::size_t size) {
+    ++mallocs;
+    return MallocHeap::malloc(size);
+  }
+  std::size_t mallocs = 0;
+};
+
+// Trimming with hysteresis: a working set that swings between 0 and 20 objects keeps the
+// objects of the swing (without it, each swing gave back all but two and took them again),
+// never holds more than at its peak, and gives the surplus back two windows after.
+TEST(AdaptiveThresholdHeap, WithAPeakWindowKeepsWhatARecentSwingUsed) {
+  constexpr std::size_t kThreshold = 8000, kObjects = 20;
+  auto swing = [](auto& heap, int rounds) {
+    std::vector<void*> objects;
+    for (int round = 0; round < rounds; ++round) {
+      for (std::size_t i = 0; i < kObjects; ++i) objects.push_back(heap.malloc(4000));
+      for (void* object : objects) heap.free(object);
+      objects.clear();
+    }
+  };
+  AdaptiveThresholdHeap<kThreshold, SizeHeap<MallocCountingTop>> plain;
+  swing(plain, 50);
+  EXPECT_GE(plain.mallocs, 49 * (kObjects - 2)) << "without hysteresis, each swing takes them again";
+
+  AdaptiveThresholdHeap<kThreshold, SizeHeap<MallocCountingTop>, 64, 100> heap;
+  swing(heap, 50);
+  EXPECT_EQ(heap.mallocs, kObjects) << "taken once, kept through every swing";
+  std::size_t peak = heap.bytesHeld();
+  EXPECT_LE(heap.cachedBytes(), peak);
+  EXPECT_GT(heap.keptBytesLimit(), kThreshold);
+  // Steady small use for two windows: the swing's objects go back, the threshold's stay.
+  for (int i = 0; i < 2 * 64; ++i) heap.free(heap.malloc(100));
+  EXPECT_LE(heap.cachedBytes(), kThreshold);
+  EXPECT_EQ(heap.keptBytesLimit(), kThreshold);
+  // The cap: at most PeakKeepFactor thresholds beyond what is in use.
+  AdaptiveThresholdHeap<kThreshold, SizeHeap<MallocCountingTop>, 64, 2> capped;
+  swing(capped, 1);
+  EXPECT_LE(capped.cachedBytes(), 2 * kThreshold);
+}
+
+// Producer/consumer with records of 32 KiB and 4096 objects of 64 B, up to 100 records
+// queued (bench-malloc's prodcons, in one thread): the queue fills and drains by half,
+// and each drain frees regions whole (16 MiB). Without hysteresis on trimming, each refill mapped most of
+// them again (some 500 regions a cycle; 37,000 memory system calls in the benchmark).
+TEST(AdaptiveLeaHeap, AWorkingSetThatFillsAndDrainsKeepsItsRegions) {
+  constexpr std::size_t kObjects = 4096, kRecords = 100;
+  AdaptiveLeaHeap<MapCountingTop> heap;
+  std::vector<void**> queue;
+  auto fill = [&] {
+    while (queue.size() < kRecords) {
+      auto** record = static_cast<void**>(heap.malloc(kObjects * sizeof(void*) + 8));
+      ASSERT_NE(record, nullptr);
+      for (std::size_t k = 0; k < kObjects; ++k) {
+        record[k] = heap.malloc(64);
+        ASSERT_NE(record[k], nullptr);
+        std::memset(record[k], 1, 64);
+      }
+      queue.push_back(record);
+    }
+  };
+  auto drain = [&](std::size_t left) {
+    while (queue.size() > left) {
+      void** record = queue.back();
+      queue.pop_back();
+      for (std::size_t k = 0; k < kObjects; ++k) heap.free(record[k]);
+      heap.free(record);
+    }
+  };
+  fill();
+  drain(kRecords / 2);
+  std::size_t maps = heap.maps;
+  for (int cycle = 0; cycle < 5; ++cycle) {
+    fill();
+    drain(kRecords / 2);
+  }
+  EXPECT_LE(heap.maps - maps, 20u) << "regions mapped again over 5 cycles of 50 records drained and refilled";
+  drain(0);
+}
+
 // LeaHeap keeps dlmalloc 2.7's fixed thresholds: it is the DMM simulator's LEA preset.
 TEST(LeaHeap, ThresholdsStayFixed) {
   LeaHeap<MmapHeap> heap;

@@ -15,6 +15,15 @@
 // pages the request does not need), and an object that no malloc reused within
 // idleOperations of this layer's mallocs and frees goes back to the parent (mimalloc's
 // delayed purge, counted in operations: no clock, no background thread).
+//
+// With PeakWindowOperations > 0 it trims with hysteresis (AdaptiveLeaHeap's regions): it
+// also keeps what the program used at its recent peak and no longer uses, the most bytes
+// out (handed to the program and not freed) over the last one or two windows of that many
+// of this layer's operations, less the bytes out now, up to PeakKeepFactor times the
+// limit. A working set that swings by a few regions (records of 32 KiB and their objects
+// filled, queued and freed) then keeps the regions of the swing instead of unmapping and
+// faulting them in again at each swing; what was kept beyond the limit goes back two
+// windows after the peak, and the process never holds more than it held at that peak.
 #pragma once
 
 #include <cstddef>
@@ -34,8 +43,11 @@ struct CacheLimits {
   std::uint64_t idleOperations = UINT64_MAX;
 };
 
-template <std::size_t InitialMaxCachedBytes, SizedHeap Super>
+template <std::size_t InitialMaxCachedBytes, SizedHeap Super, std::uint64_t PeakWindowOperations = 0,
+          std::size_t PeakKeepFactor = 0>
 class AdaptiveThresholdHeap : public Super {
+  static constexpr bool kFollowsPeak = PeakWindowOperations > 0;
+
  public:
   using Super::Super;
   AdaptiveThresholdHeap() = default;
@@ -51,9 +63,17 @@ class AdaptiveThresholdHeap : public Super {
     ++clock_;
     releaseIdle();
     void* object = removeBestFit(size);
-    if (object == nullptr) return Super::malloc(size);
-    cachedBytes_ -= sizeOf(object);
+    if (object == nullptr) {
+      object = Super::malloc(size);
+      if constexpr (kFollowsPeak) {
+        if (object != nullptr) handedOut(sizeOf(object));
+      }
+      return object;
+    }
+    std::size_t bytes = sizeOf(object);
+    cachedBytes_ -= bytes;
     --cachedObjects_;
+    if constexpr (kFollowsPeak) handedOut(bytes);
     return object;
   }
 
@@ -61,7 +81,11 @@ class AdaptiveThresholdHeap : public Super {
     if (object == nullptr) return;
     ++clock_;
     std::size_t size = sizeOf(object);
-    if (size > maxCachedBytes_ || size > limits_.maxObjectBytes) {
+    if constexpr (kFollowsPeak) {
+      bytesOut_ = size < bytesOut_ ? bytesOut_ - size : 0;
+      nextWindowIfDue();
+    }
+    if (size > keptBytesLimit() || size > limits_.maxObjectBytes) {
       Super::free(object);
       releaseIdle();
       return;
@@ -72,18 +96,31 @@ class AdaptiveThresholdHeap : public Super {
     storeMetadata(*this, node->next, loadMetadata(*this, head_));
     storeMetadata(*this, node->freedAt, clock_);
     storeMetadata(*this, head_, node);
-    while (cachedBytes_ > maxCachedBytes_ || cachedObjects_ > limits_.maxObjects) releaseOldest();
+    while (cachedBytes_ > keptBytesLimit() || cachedObjects_ > limits_.maxObjects) releaseOldest();
     releaseIdle();
   }
 
   std::size_t trimThreshold() const { return maxCachedBytes_; }
   void setTrimThreshold(std::size_t maxCachedBytes) {
     maxCachedBytes_ = maxCachedBytes;
-    while (cachedBytes_ > maxCachedBytes_) releaseOldest();
+    while (cachedBytes_ > keptBytesLimit()) releaseOldest();
   }
 
   std::size_t cachedBytes() const { return cachedBytes_; }
   std::size_t cachedObjects() const { return cachedObjects_; }
+  // The most bytes kept now: the limit, and with PeakWindowOperations, the bytes the
+  // program used at its recent peak and no longer uses (at most PeakKeepFactor limits).
+  std::size_t keptBytesLimit() const {
+    if constexpr (kFollowsPeak) {
+      std::size_t peak = recentPeakBytes_ > windowPeakBytes_ ? recentPeakBytes_ : windowPeakBytes_;
+      std::size_t unused = peak > bytesOut_ ? peak - bytesOut_ : 0;
+      std::size_t cap = PeakKeepFactor * maxCachedBytes_;
+      if (unused > cap) unused = cap;
+      return unused > maxCachedBytes_ ? unused : maxCachedBytes_;
+    } else {
+      return maxCachedBytes_;
+    }
+  }
   const CacheLimits& limits() const { return limits_; }
 
  private:
@@ -148,6 +185,21 @@ class AdaptiveThresholdHeap : public Super {
   }
 
 
+  void handedOut(std::size_t bytes) {
+    bytesOut_ += bytes;
+    if (bytesOut_ > windowPeakBytes_) windowPeakBytes_ = bytesOut_;
+    nextWindowIfDue();
+  }
+  // The peak of the window just ended stays the recent peak for one more window, so a
+  // swing that straddles the boundary is still remembered; then what it kept goes back.
+  void nextWindowIfDue() {
+    if (clock_ - windowStart_ < PeakWindowOperations) return;
+    recentPeakBytes_ = windowPeakBytes_;
+    windowPeakBytes_ = bytesOut_;
+    windowStart_ = clock_;
+    while (cachedBytes_ > keptBytesLimit()) releaseOldest();
+  }
+
   void* removeFirst() {
     Node* node = head_;
     head_ = node->next;
@@ -159,6 +211,12 @@ class AdaptiveThresholdHeap : public Super {
   std::size_t cachedObjects_ = 0;
   std::uint64_t clock_ = 0;  // mallocs and frees so far
   CacheLimits limits_{};
+  // With PeakWindowOperations only: bytes handed out and not freed, their most in this
+  // window and in the one before, and when this window began (clock_).
+  std::size_t bytesOut_ = 0;
+  std::size_t windowPeakBytes_ = 0;
+  std::size_t recentPeakBytes_ = 0;
+  std::uint64_t windowStart_ = 0;
 };
 
 }  // namespace heapkit
