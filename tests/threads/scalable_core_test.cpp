@@ -356,8 +356,10 @@ class CountingTop : public ResidentAuditedTop {
     ResidentAuditedTop::purge(pages, bytes);
   }
   // Purged (or never touched) pages taken into use: the page faults of a real run.
+  std::size_t reuses = 0;
   void reuse(void* pages, std::size_t bytes) {
     reusedBytes += bytes;
+    ++reuses;
     ResidentAuditedTop::reuse(pages, bytes);
   }
 };
@@ -386,6 +388,24 @@ TEST(ScalableCoreHeap, MediumBlocksReuseSpansWithoutAskingTheTopHeap) {
   EXPECT_EQ(topOf(heap).purges, purges) << "a span in constant use was purged";
   EXPECT_EQ(heap.bytesHeld(), held);
   for (void* block : inFlight) heap.free(block);
+}
+
+// A span of many slices whose pages were never touched is taken into use with one call to
+// the top heap for its pages (and one for its header slot's page), not one per slice:
+// over the shared top heap each call takes the pool lock.
+TEST(ScalableCoreHeap, ASpanTakenIntoUseTellsTheTopHeapOnce) {
+  CountedCore heap;
+  void* small = heap.malloc(100);
+  ASSERT_NE(small, nullptr);
+  std::size_t reuses = topOf(heap).reuses;
+  std::size_t reused = topOf(heap).reusedBytes;
+  void* block = heap.malloc(700 * kKiB);
+  ASSERT_NE(block, nullptr);
+  std::memset(block, 1, 700 * kKiB);
+  EXPECT_GE(topOf(heap).reusedBytes - reused, 700 * kKiB) << "the span's pages are counted resident";
+  EXPECT_LE(topOf(heap).reuses - reuses, 2u) << "the 11 slices' pages are one run";
+  heap.free(block);
+  heap.free(small);
 }
 
 // Free spans keep their pages for the delay, then lose them; a segment with nothing in

@@ -235,11 +235,15 @@ class SegmentHeap : public Super {
   // before ends (`from` when none was): past it, to `to`, the pages were never touched or
   // were purged since (MADV_DONTNEED), so they read as zero, and calloc need not clear
   // them (glibc's calloc skips fresh memory likewise).
+  // The top heap hears of each run of contiguous pages once, not of each slice: over a
+  // shared top heap every call takes the pool lock (threads/OwnedSpanHeap.h), and a
+  // 700 KiB span taken back after a purge is eleven slices but one run.
   char* makeResident(Segment* segment, const char* from, const char* to) {
-    const char* firstSlice = loadMetadata(*this, segment->firstSlice);
+    char* firstSlice = loadMetadata(*this, segment->firstSlice);
     std::size_t start = static_cast<std::size_t>(from - firstSlice);
     std::size_t end = alignUp(static_cast<std::size_t>(to - firstSlice), superblock::kPageBytes);
     std::size_t written = start;
+    std::size_t runStart = 0, runEnd = 0, reused = 0;
     for (std::size_t index = start / kSliceBytes; index * kSliceBytes < end; ++index) {
       countStep(*this);
       SliceEntry* entry = &segment->slices()[index];
@@ -247,11 +251,18 @@ class SegmentHeap : public Super {
       std::size_t resident = loadMetadata(*this, entry->resident);
       if (resident != 0 && index * kSliceBytes + resident > written) written = index * kSliceBytes + resident;
       if (want <= resident) continue;
-      Super::reuse(const_cast<char*>(firstSlice) + index * kSliceBytes + resident, want - resident);
-      storeMetadata(*this, segment->purgedBytes, loadMetadata(*this, segment->purgedBytes) - (want - resident));
+      std::size_t pagesFrom = index * kSliceBytes + resident, pagesTo = index * kSliceBytes + want;
+      if (pagesFrom != runEnd) {
+        if (runEnd != runStart) Super::reuse(firstSlice + runStart, runEnd - runStart);
+        runStart = pagesFrom;
+      }
+      runEnd = pagesTo;
+      reused += want - resident;
       storeMetadata(*this, entry->resident, static_cast<std::uint32_t>(want));
     }
-    return const_cast<char*>(firstSlice) + written;
+    if (runEnd != runStart) Super::reuse(firstSlice + runStart, runEnd - runStart);
+    if (reused != 0) storeMetadata(*this, segment->purgedBytes, loadMetadata(*this, segment->purgedBytes) - reused);
+    return firstSlice + written;
   }
 
   // The pages of an in-use slice from `from` (a page boundary) to the slice's end go
