@@ -290,6 +290,10 @@ PAGE_SEGREGATED_DEFAULTS = {
     "resident_free": '{"min_bytes": 4194304, "max_bytes": 134217728, "in_use_percent": 150}',
     "large_cache": '{"max_blocks": 8, "fit_slack": 4, "idle_operations": 1024}',
 }
+# Resident budgets capped below the peak in use (resident_free.below_peak): a quarter of
+# what is in use up to 4 MiB, and libheapkit.so's own.
+PAGE_SEGREGATED_BELOW_PEAK = ('{"min_bytes": 0, "max_bytes": 4194304, "in_use_percent": 25, "below_peak": true}',
+                              '{"min_bytes": 4194304, "max_bytes": 134217728, "in_use_percent": 150, "below_peak": true}')
 # The values the search tries for page_segregated's policies, libheapkit.so's among them:
 # fewer warm superblocks, shorter purge delays, smaller resident budgets and caches hold
 # less memory for some more work.
@@ -301,7 +305,11 @@ PAGE_SEGREGATED_CHOICES = {
     "resident_free": ('{"min_bytes": 0, "max_bytes": 1048576, "in_use_percent": 25}',
                       '{"min_bytes": 0, "max_bytes": 4194304, "in_use_percent": 25}',
                       '{"min_bytes": 1048576, "max_bytes": 16777216, "in_use_percent": 50}',
-                      PAGE_SEGREGATED_DEFAULTS["resident_free"]),
+                      PAGE_SEGREGATED_DEFAULTS["resident_free"],
+                      # below_peak: free pages kept only under the most ever in use, so they
+                      # never raise peak RSS (what a user measures), and purged as the
+                      # program climbs past it; below its peak it reuses them all.
+                      PAGE_SEGREGATED_BELOW_PEAK[0], PAGE_SEGREGATED_BELOW_PEAK[1]),
     "large_cache": ('{"max_blocks": 0, "fit_slack": 1, "idle_operations": 1}',
                     '{"max_blocks": 2, "fit_slack": 2, "idle_operations": 64}',
                     PAGE_SEGREGATED_DEFAULTS["large_cache"],

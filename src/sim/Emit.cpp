@@ -93,6 +93,7 @@ std::string pageSegregatedConfig(const std::string& name, const PageSegregatedSp
          "    segments.minResidentFreeBytes = " + std::to_string(c.segments.minResidentFreeBytes) + ";\n"
          "    segments.maxResidentFreeBytes = " + std::to_string(c.segments.maxResidentFreeBytes) + ";\n"
          "    segments.inUsePercent = " + std::to_string(c.segments.inUsePercent) + ";\n"
+         "    segments.belowPeak = " + (c.segments.belowPeak ? "true" : "false") + ";\n"
          "    pool.warmSuperblocks = " + std::to_string(c.pool.warmSuperblocks) + ";\n"
          "    cache.maxObjects = " + std::to_string(c.cache.maxObjects) + ";\n"
          "    cache.fitSlack = " + std::to_string(c.cache.fitSlack) + ";\n"

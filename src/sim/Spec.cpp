@@ -223,13 +223,14 @@ struct AllocatorReader {
     if (const JsonValue* resident = field("resident_free")) {
       std::string where = at("resident_free");
       expect(*resident, Kind::Object, where);
-      allowOnly(*resident, where, {"min_bytes", "max_bytes", "in_use_percent"}, "a resident_free budget");
+      allowOnly(*resident, where, {"min_bytes", "max_bytes", "in_use_percent", "below_peak"}, "a resident_free budget");
       if (const JsonValue* v = resident->find("min_bytes"))
         c.segments.minResidentFreeBytes = readSize(*v, where + ".min_bytes", 0, std::size_t{1} << 40);
       if (const JsonValue* v = resident->find("max_bytes"))
         c.segments.maxResidentFreeBytes = readSize(*v, where + ".max_bytes", 0, std::size_t{1} << 40);
       if (const JsonValue* v = resident->find("in_use_percent"))
         c.segments.inUsePercent = readSize(*v, where + ".in_use_percent", 0, 10000);
+      if (const JsonValue* v = resident->find("below_peak")) c.segments.belowPeak = readBool(*v, where + ".below_peak");
       if (c.segments.minResidentFreeBytes > c.segments.maxResidentFreeBytes)
         fail(where + ".max_bytes", "at least min_bytes (" + std::to_string(c.segments.minResidentFreeBytes) + ")");
     }
@@ -258,6 +259,8 @@ struct AllocatorReader {
            ",\"resident_free\":{\"min_bytes\":" + std::to_string(c.segments.minResidentFreeBytes) +
            ",\"max_bytes\":" + std::to_string(c.segments.maxResidentFreeBytes) +
            ",\"in_use_percent\":" + std::to_string(c.segments.inUsePercent) +
+           // Written only when set, so that the designs without it keep their keys.
+           (c.segments.belowPeak ? ",\"below_peak\":true" : "") +
            "},\"warm_superblocks\":" + std::to_string(c.pool.warmSuperblocks) +
            ",\"large_cache\":{\"max_blocks\":" + std::to_string(c.cache.maxObjects) +
            ",\"fit_slack\":" + std::to_string(c.cache.fitSlack) +

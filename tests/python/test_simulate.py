@@ -265,3 +265,44 @@ def test_a_heap_per_thread_is_predicted_as_replayed(programs, tmp_path):
         predicted = heapkit.simulate(trace, name)[0]
         measured = heapkit.replay(trace, f"spec:{heapkit.dmm.preset_path(name)}", runs=1)
         assert measured.runs[0].heap_peak_bytes_held == predicted.peak_footprint, name
+
+
+def test_free_pages_kept_below_the_peak_never_raise_the_simulated_peak(tmp_path):
+    """resident_free.below_peak: 20 spans of 320 KiB, every other one freed (holes no later
+    request fits), then 6 of 704 KiB, climbing past the first peak. libheapkit.so's budget
+    keeps the holes' pages through the climb; capped below the peak in use, they go, and
+    the peak footprint is the bytes in use at the peak and the segments' metadata. The
+    grammar offers such budgets to the search."""
+    from heapkit.grammar import PAGE_SEGREGATED_CHOICES
+
+    kib = 1024
+    lines, t = [], 0
+    small = [0x100000 + 0x100000 * i for i in range(20)]
+    for a in small:
+        lines.append(f"{t} new {hex(a)} {320 * kib}")
+        t += 1
+    for a in small[::2]:
+        lines.append(f"{t} delete {hex(a)}")
+        t += 1
+    for i in range(6):
+        lines.append(f"{t} new {hex(0x8000000 + 0x100000 * i)} {704 * kib}")
+        t += 1
+    log = tmp_path / "climb.txt"
+    log.write_text("\n".join(lines) + "\n")
+    trace = tmp_path / "climb.hkt"
+    heapkit.import_log(log, trace)
+
+    def spec(below_peak: bool) -> dict:
+        budget = {"min_bytes": 4194304, "max_bytes": 134217728, "in_use_percent": 150}
+        if below_peak:
+            budget["below_peak"] = True
+        return {"format": "heapkit-dmm/1", "name": "capped" if below_peak else "default",
+                "allocators": [{"range": [0, None], "mechanism": "page_segregated", "resident_free": budget}]}
+
+    default, capped = heapkit.simulate(trace, [spec(False), spec(True)])
+    peak_in_use = (10 * 320 + 6 * 704) * kib
+    assert default.peak_footprint > peak_in_use + 3 * 1024 * kib, "the default budget keeps the holes"
+    assert capped.peak_footprint <= peak_in_use + 256 * kib, "free pages raised the peak"
+    assert '"below_peak":true' in heapkit.parse_spec(json.dumps(spec(True))).normalized
+    assert '"below_peak"' not in heapkit.parse_spec(json.dumps(spec(False))).normalized
+    assert any('"below_peak": true' in c for c in PAGE_SEGREGATED_CHOICES["resident_free"])

@@ -32,7 +32,8 @@ inline std::string randomPageSegregatedFields(std::mt19937_64& rng) {
   if (rng() % 2) {
     std::size_t min = (rng() % 3) * 1048576;
     out += ", \"resident_free\": {\"min_bytes\": " + std::to_string(min) + ", \"max_bytes\": " +
-           std::to_string(min + (rng() % 4) * 4194304) + ", \"in_use_percent\": " + std::to_string(rng() % 300) + "}";
+           std::to_string(min + (rng() % 4) * 4194304) + ", \"in_use_percent\": " + std::to_string(rng() % 300) +
+           (rng() % 2 ? ", \"below_peak\": true" : "") + "}";
   }
   if (rng() % 2) out += ", \"warm_superblocks\": " + std::to_string(rng() % 80);
   if (rng() % 2)

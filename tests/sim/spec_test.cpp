@@ -194,6 +194,17 @@ TEST(Spec, PageSegregatedNormalFormSpellsOutLibheapkitsDefaults) {
   EXPECT_EQ(config.classes.bytesOf(1), 48u);
   EXPECT_EQ(config.segments.purgeDelay, 7u);
   EXPECT_EQ(config.cache.maxObjects, 2u);
+  // below_peak is written only when set: the designs without it keep their keys.
+  ParsedSpec capped = parseSpec(specWith(R"({"range": [0, null], "mechanism": "page_segregated",
+      "resident_free": {"min_bytes": 0, "max_bytes": 4194304, "in_use_percent": 25, "below_peak": true}})"));
+  EXPECT_NE(capped.normalized.find(R"("in_use_percent":25,"below_peak":true},)"), std::string::npos) << capped.normalized;
+  EXPECT_TRUE(capped.dmm.allocators[0].pageSegregated.coreConfig().segments.belowPeak);
+  EXPECT_FALSE(config.segments.belowPeak);
+  EXPECT_EQ(parseSpec(capped.normalized).normalized, capped.normalized);
+  EXPECT_EQ(parseSpec(specWith(R"({"range": [0, null], "mechanism": "page_segregated",
+      "resident_free": {"below_peak": false}})")).normalized.find("below_peak"), std::string::npos);
+  EXPECT_THROW(parseSpec(specWith(R"({"range": [0, null], "mechanism": "page_segregated",
+      "resident_free": {"below_peak": 1}})")), SpecError);
   EXPECT_EQ(parseSpec(specWith(R"({"range": [0, null], "mechanism": "page_segregated", "class_sizes": []})"))
                 .dmm.allocators[0].pageSegregated.classCount, 0u) << "no classes: every request is a span or a block";
   EXPECT_EQ(parseSpec(specWith(R"({"range": [0, null], "mechanism": "adaptive_lea"})")).normalized,

@@ -508,6 +508,51 @@ TEST(ScalableCoreHeap, FreeResidentBytesStayWithinTheBudget) {
   for (int i = 0; i < 5; ++i) heap.free(blocks[i]);
 }
 
+
+// With belowPeak, free pages are kept while the program runs below the most it ever had
+// in use, and purged as it climbs past it: they never raise the peak resident set. 20
+// spans of 320 KiB, every other one freed (3.2 MiB of holes no later request fits), then
+// 6 blocks of 704 KiB: in use climbs 1 MiB past its first peak. The default budget (at
+// least 4 MiB) keeps the holes resident through the climb; belowPeak gives them back.
+std::pair<std::size_t, std::size_t> peakResidentAndInUse(bool belowPeak, std::size_t& keptBelowPeak) {
+  ScalableCoreConfig config;
+  config.segments.belowPeak = belowPeak;
+  CountedCore heap(config);
+  std::vector<void*> small, large;
+  std::size_t inUse = 0, peakInUse = 0;
+  auto take = [&](std::vector<void*>& into, std::size_t bytes) {
+    into.push_back(heap.malloc(bytes));
+    EXPECT_NE(into.back(), nullptr);
+    std::memset(into.back(), 3, bytes);
+    inUse += bytes;
+    if (inUse > peakInUse) peakInUse = inUse;
+  };
+  for (int i = 0; i < 20; ++i) take(small, 320 * kKiB);
+  for (int i = 0; i < 20; i += 2) {
+    heap.free(small[i]);
+    small[i] = nullptr;
+    inUse -= 320 * kKiB;
+  }
+  keptBelowPeak = heap.residentFreeBytes();
+  for (int i = 0; i < 6; ++i) take(large, 704 * kKiB);
+  std::size_t peakResident = heap.peakResidentBytes();
+  for (void* block : small) heap.free(block);
+  for (void* block : large) heap.free(block);
+  return {peakResident, peakInUse};
+}
+
+TEST(ScalableCoreHeap, BelowPeakFreePagesNeverRaiseThePeakResidentSet) {
+  std::size_t keptDefault = 0, keptBelowPeak = 0;
+  auto [defaultPeak, inUse] = peakResidentAndInUse(false, keptDefault);
+  auto [belowPeak, sameInUse] = peakResidentAndInUse(true, keptBelowPeak);
+  ASSERT_EQ(inUse, sameInUse);
+  EXPECT_GE(keptBelowPeak, 10 * 320 * kKiB) << "below the peak, freed spans keep their pages as by default";
+  EXPECT_EQ(keptBelowPeak, keptDefault);
+  EXPECT_GT(defaultPeak, inUse + 3 * kMiB) << "the default budget keeps the holes through the climb";
+  // The segments' metadata and slot pages are all that may exceed the bytes in use.
+  EXPECT_LE(belowPeak, inUse + 256 * kKiB) << "free pages raised the peak resident set";
+}
+
 }  // namespace
 }  // namespace heapkit::testing
 
