@@ -289,11 +289,8 @@ PAGE_SEGREGATED_DEFAULTS = {
     "purge_delay": "16384",
     "resident_free": '{"min_bytes": 4194304, "max_bytes": 134217728, "in_use_percent": 150}',
     "large_cache": '{"max_blocks": 8, "fit_slack": 4, "idle_operations": 1024}',
+    "span_max_bytes": "33554432",
 }
-# Resident budgets capped below the peak in use (resident_free.below_peak): a quarter of
-# what is in use up to 4 MiB, and libheapkit.so's own.
-PAGE_SEGREGATED_BELOW_PEAK = ('{"min_bytes": 0, "max_bytes": 4194304, "in_use_percent": 25, "below_peak": true}',
-                              '{"min_bytes": 4194304, "max_bytes": 134217728, "in_use_percent": 150, "below_peak": true}')
 # The values the search tries for page_segregated's policies, libheapkit.so's among them:
 # fewer warm superblocks, shorter purge delays, smaller resident budgets and caches hold
 # less memory for some more work.
@@ -308,12 +305,20 @@ PAGE_SEGREGATED_CHOICES = {
                       PAGE_SEGREGATED_DEFAULTS["resident_free"],
                       # below_peak: free pages kept only under the most ever in use, so they
                       # never raise peak RSS (what a user measures), and purged as the
-                      # program climbs past it; below its peak it reuses them all.
-                      PAGE_SEGREGATED_BELOW_PEAK[0], PAGE_SEGREGATED_BELOW_PEAK[1]),
+                      # program climbs past it; below its peak it reuses them all. A
+                      # quarter of what is in use up to 4 MiB, and libheapkit.so's budget.
+                      '{"min_bytes": 0, "max_bytes": 4194304, "in_use_percent": 25, "below_peak": true}',
+                      '{"min_bytes": 4194304, "max_bytes": 134217728, "in_use_percent": 150, "below_peak": true}'),
     "large_cache": ('{"max_blocks": 0, "fit_slack": 1, "idle_operations": 1}',
                     '{"max_blocks": 2, "fit_slack": 2, "idle_operations": 64}',
                     PAGE_SEGREGATED_DEFAULTS["large_cache"],
                     '{"max_blocks": 32, "fit_slack": 4, "idle_operations": 16384}'),
+    # Blocks above span_max_bytes are mappings of their own (cached as large_cache says):
+    # with no cache, glibc's way past its mmap threshold. A block the program writes only
+    # in part then costs only the pages it writes, where a span reused from the segments
+    # brings its free pages already resident (sqlite3's tuned design: 400 KiB less peak
+    # RSS with 64 KiB and no cache, docs/tune.md).
+    "span_max_bytes": ("65536", "262144", PAGE_SEGREGATED_DEFAULTS["span_max_bytes"]),
 }
 
 
