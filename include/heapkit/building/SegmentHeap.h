@@ -176,7 +176,8 @@ class SegmentHeap : public Super {
     if (inUseSlices_ > peakSlices_) peakSlices_ = inUseSlices_;
     // Below the peak, the cap fell by the span's length: a span taken fresh (not from
     // free resident pages) would raise the resident set past what was in use at the peak.
-    if (config_.belowPeak) purgeOverBudget();
+    // With no free resident pages there is nothing to purge, and the budget is not worked out.
+    if (config_.belowPeak && residentFreeBytes_ != 0) purgeOverBudget();
     return span;
   }
 
