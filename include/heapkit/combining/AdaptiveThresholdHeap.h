@@ -60,9 +60,18 @@ class AdaptiveThresholdHeap : public Super {
   }
 
   void* malloc(std::size_t size) {
+    bool fromParent;
+    return malloc(size, fromParent);
+  }
+
+  // The same, saying whether the object is the parent's just now (not one kept here,
+  // which may hold old data): over a top heap whose fresh pages read as zero, its pages
+  // do (LargeObjectHeap's blocks, for calloc and realloc).
+  void* malloc(std::size_t size, bool& fromParent) {
     ++clock_;
     releaseIdle();
     void* object = removeBestFit(size);
+    fromParent = object == nullptr;
     if (object == nullptr) {
       object = Super::malloc(size);
       if constexpr (kFollowsPeak) {

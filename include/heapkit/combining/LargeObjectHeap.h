@@ -144,7 +144,14 @@ class LargeObjectHeap : public Super {
     std::size_t bytes = usable + sizeof(SliceHead) + alignment;
     if constexpr (kSecure) bytes += 3 * superblock::kPageBytes;  // at least one whole guard page
     ++clock_;
-    void* raw = Super::malloc(bytes);
+    // A block fresh from the parent (not one its cache kept) reads as zero past the page
+    // the slice's head is written in, over a top heap whose fresh pages do.
+    bool fresh = false;
+    void* raw;
+    if constexpr (PagesReadZeroHeap<Super> && requires(Super& parent, bool& fromParent) { parent.malloc(bytes, fromParent); })
+      raw = Super::malloc(bytes, fresh);
+    else
+      raw = Super::malloc(bytes);
     if (raw == nullptr) return nullptr;
     auto rawAddress = reinterpret_cast<std::uintptr_t>(raw);
     std::uintptr_t object = alignUp(rawAddress + sizeof(SliceHead), alignment);
@@ -162,7 +169,10 @@ class LargeObjectHeap : public Super {
       end = guard;
     }
     storeMetadata(*this, sb->usableBytes, end - object);
-    storeMetadata(*this, sb->residentEnd, reinterpret_cast<char*>(end));  // a kept block may hold old data: calloc clears it all
+    // calloc clears the block up to it (and realloc's copy writes zeros only there): a
+    // kept block may hold old data anywhere.
+    storeMetadata(*this, sb->residentEnd,
+                  reinterpret_cast<char*>(fresh ? alignUp(object, superblock::kPageBytes) : end));
     storeMetadata(*this, sb->prev, nullptr);
     storeMetadata(*this, sb->next, largeBlocks_);
     if (largeBlocks_ != nullptr) storeMetadata(*this, largeBlocks_->prev, sb);
