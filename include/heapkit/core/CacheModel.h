@@ -76,6 +76,10 @@ class SetAssociativeCache {
     return moveToFront(set, key);
   }
 
+  // The Ways keys of `key`'s set, most recent first (~0: an empty way): for tests that
+  // check the order itself, not only the hits it gives.
+  const std::uint64_t* setOf(std::uint64_t key) const { return keys_.get() + (key & setMask_) * Ways; }
+
  private:
   // The ways move down one as they are searched, up to the key's (or off the end, the
   // least recent, when it is absent): one pass, where a search and then a shift would be
