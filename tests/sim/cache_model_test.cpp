@@ -70,6 +70,44 @@ void checkSetsAgainstLists(std::size_t entries, unsigned seed) {
   EXPECT_GT(hits, 10000u);
 }
 
+// The order itself, after every access: each set holds the keys of its list in the list's
+// order (most recent first), then empty ways. A change that kept the hits right for a while
+// but ordered a set differently fails here at the access that did it, not later.
+template <unsigned Ways>
+void checkOrderAgainstLists(std::size_t entries, unsigned seed) {
+  SetAssociativeCache<Ways> cache(entries);
+  std::size_t sets = std::bit_ceil(std::max<std::size_t>(entries, Ways)) / Ways;
+  std::vector<std::list<std::uint64_t>> lists(sets);
+  std::mt19937_64 random(seed);
+  std::uint64_t recent = 0;
+  for (int step = 0; step < 50000; ++step) {
+    // Half the keys revisit one of the last few (hits at every way, the first included),
+    // the rest from a range a few times the cache's size (misses, evictions).
+    std::uint64_t key = random() % 2 == 0 ? recent + random() % 4 * sets : random() % (3 * sets * Ways);
+    recent = key;
+    std::list<std::uint64_t>& list = lists[key % sets];
+    auto found = std::find(list.begin(), list.end(), key);
+    if (found != list.end()) list.erase(found);
+    else if (list.size() == Ways) list.pop_back();
+    list.push_front(key);
+    cache.access(key);
+    const std::uint64_t* ways = cache.setOf(key);
+    std::vector<std::uint64_t> expected(list.begin(), list.end());
+    expected.resize(Ways, ~std::uint64_t{0});
+    ASSERT_EQ(std::vector<std::uint64_t>(ways, ways + Ways), expected) << "step " << step << ", key " << key;
+  }
+}
+
+TEST(SetAssociativeCache, KeepsEachSetInTheOrderOfItsList) {
+  for (unsigned seed = 1; seed <= 3; ++seed) {
+    checkOrderAgainstLists<2>(8, seed);
+    checkOrderAgainstLists<8>(64, seed);
+    checkOrderAgainstLists<8>(512, seed);
+    checkOrderAgainstLists<16>(16, seed);
+    checkOrderAgainstLists<16>(256, seed);
+  }
+}
+
 TEST(SetAssociativeCache, HitsAndMissesAsListsMostRecentFirst) {
   for (unsigned seed = 1; seed <= 3; ++seed) {
     checkSetsAgainstLists<2>(8, seed);
