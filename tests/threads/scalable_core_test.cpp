@@ -275,6 +275,29 @@ TEST(ScalableCoreHeap, CountsComeFromTheAccesses) {
   heap.free(second);
 }
 
+// A medium block taking back a free span whose pages are all resident visits each of its
+// slices once, to take their pages into use (SegmentHeap::makeResident), not three times:
+// the fit sees from the span's resident sum that it covers the request whole, and hands
+// on what it found to the take, which summed the slices again (121 steps for 40 slices
+// before, 41 now).
+TEST(ScalableCoreHeap, AWhollyResidentFreeSpanIsTakenInOneVisitPerSlice) {
+  ReservedArena<CountedMemory> arena(std::size_t{1} << 30);
+  ArenaCore<CountedMemory, ScalableSizeClasses> heap(ScalableCoreConfig{}, arena, kOwner);
+  for (std::size_t slices : {2u, 10u, 40u}) {
+    std::size_t size = slices * segment::kSliceBytes - 32;  // with its head, fills its last slice
+    void* block = heap.malloc(size);
+    void* after = heap.malloc(100 * kKiB);  // so that the freed span stays that long
+    std::memset(block, 1, size);
+    heap.free(block);
+    WorkCounts before = arena.workCounts();
+    void* again = heap.malloc(size);
+    EXPECT_EQ(again, block);
+    EXPECT_EQ(arena.workCounts().steps - before.steps, slices + 1) << slices << " slices";
+    heap.free(again);
+    heap.free(after);
+  }
+}
+
 // A superblock's header is in its segment's slots, not in the superblock: a superblock
 // holds (65,536 - 16) / size objects, past its 16-byte head (with the header inside, a
 // class of 4,368 bytes got 14, one of 4,000 bytes 15). Over real memory and over the
