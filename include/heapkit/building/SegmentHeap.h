@@ -158,12 +158,19 @@ class SegmentHeap : public Super {
   // the parent has no memory; `segment` is set to the segment holding it, which every
   // other call about the span takes.
   void* allocSpan(std::size_t slices, Segment*& segment) {
+    std::size_t residentBytes;
+    return allocSpan(slices, segment, residentBytes);
+  }
+  // The same, and `residentBytes` is set to the bytes of the span counted resident: when
+  // it is the whole span, the caller need not tell makeResident (whose answer would be the
+  // span's end), which would visit every slice to find nothing to do.
+  void* allocSpan(std::size_t slices, Segment*& segment, std::size_t& residentBytes) {
     if (slices == 0 || slices > kMaxSpanSlices) return nullptr;
     tick();
-    SliceEntry* entry = takeFreeSpan(slices);
+    SliceEntry* entry = takeFreeSpan(slices, residentBytes);
     if (entry == nullptr) {
       if (!addSegment(slices)) return nullptr;
-      entry = takeFreeSpan(slices);
+      entry = takeFreeSpan(slices, residentBytes);
     }
     segment = segmentOf(entry);
     std::size_t index = loadMetadata(*this, entry->index);
@@ -580,7 +587,7 @@ class SegmentHeap : public Super {
   // else best fit by length (the span freed last among equals). Split: the rest stays free with the
   // age of the whole (its place in the age list). Null when no free span is long enough.
   // A span with a segment of its own is taken whole (`slices` becomes its length).
-  SliceEntry* takeFreeSpan(std::size_t& slices) {
+  SliceEntry* takeFreeSpan(std::size_t& slices, std::size_t& taken) {
     std::size_t covered = 0;
     SliceEntry* entry = residentFit(slices, covered);
     // residentFit summed the resident bytes the span's first slices hold (an ordinary one).
@@ -609,7 +616,7 @@ class SegmentHeap : public Super {
     // Its segment holds one span: the slices past the request go with it, and their pages
     // (purging them made bigblocks fault every page back in: 4x the system time).
     if (ownSegment(length)) slices = length;
-    std::size_t taken = coveredKnown ? covered : residentOf(segment, index, slices);
+    taken = coveredKnown ? covered : residentOf(segment, index, slices);
     residentFreeBytes_ -= taken;
     if (length > slices) {
       SliceEntry* rest = markSpan(segment, index + slices, length - slices, true);

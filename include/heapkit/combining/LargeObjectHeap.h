@@ -119,14 +119,17 @@ class LargeObjectHeap : public Super {
   void* mallocSpan(std::size_t usable, std::size_t alignment) {
     std::size_t slices = (sizeof(SliceHead) + alignment + usable + kSb - 1) / kSb;
     Segment* segment = nullptr;
-    auto* span = static_cast<char*>(Super::allocSpan(slices, segment));
+    std::size_t residentBytes = 0;
+    auto* span = static_cast<char*>(Super::allocSpan(slices, segment, residentBytes));
     if (span == nullptr) return nullptr;
     auto* object = reinterpret_cast<char*>(alignUp(reinterpret_cast<std::uintptr_t>(span + sizeof(SliceHead)), alignment));
     std::uintptr_t headerSlice = headerSliceOf(reinterpret_cast<std::uintptr_t>(object));
     if (headerSlice >= reinterpret_cast<std::uintptr_t>(span) + kSb) Super::makeSlotResident(segment, reinterpret_cast<void*>(headerSlice));
     Superblock* sb = Superblock::create<kHardened>(*this, headerSlice);
     auto* end = reinterpret_cast<char*>(alignUp(reinterpret_cast<std::uintptr_t>(object + usable), superblock::kPageBytes));
-    char* written = Super::makeResident(segment, span, end);
+    // A span whose pages are all resident (a block replaced by one of its size) has none
+    // to take into use, and its old data may reach its end.
+    char* written = residentBytes == slices * kSb ? span + residentBytes : Super::makeResident(segment, span, end);
     storeMetadata(*this, sb->freeFlags, superblock::kLargeBlock);
     storeMetadata(*this, sb->sizeClass, kFromSpan);
     storeMetadata(*this, sb->residentEnd, written);  // calloc clears the block up to it (Superblock::bytesToClear)
