@@ -46,6 +46,17 @@ TEST(SetAssociativeCache, RoundsItsEntriesUpToAPowerOfTwo) {
   for (std::uint64_t key : {0, 2, 4, 6}) EXPECT_TRUE(cache.access(key));  // four ways held all four
 }
 
+// The reference: a set as a list of keys, most recent first, at most `ways` long. Moves
+// `key` to the front (evicting the last on a miss); says whether it was there.
+bool accessList(std::list<std::uint64_t>& list, std::uint64_t key, unsigned ways) {
+  auto found = std::find(list.begin(), list.end(), key);
+  bool hit = found != list.end();
+  if (hit) list.erase(found);
+  else if (list.size() == ways) list.pop_back();
+  list.push_front(key);
+  return hit;
+}
+
 // Each set as a list, most recent first: SetAssociativeCache must hit and miss as it does,
 // whichever way a key was in, on random keys that revisit a few sets often.
 template <unsigned Ways>
@@ -58,12 +69,7 @@ void checkSetsAgainstLists(std::size_t entries, unsigned seed) {
   for (int step = 0; step < 100000; ++step) {
     // Keys from a range a few times the cache's size, so that every way position hits.
     std::uint64_t key = random() % (3 * sets * Ways);
-    std::list<std::uint64_t>& set = lists[key % sets];
-    auto found = std::find(set.begin(), set.end(), key);
-    bool hit = found != set.end();
-    if (hit) set.erase(found);
-    else if (set.size() == Ways) set.pop_back();
-    set.push_front(key);
+    bool hit = accessList(lists[key % sets], key, Ways);
     ASSERT_EQ(cache.access(key), hit) << "step " << step << ", key " << key;
     hits += hit;
   }
@@ -86,10 +92,7 @@ void checkOrderAgainstLists(std::size_t entries, unsigned seed) {
     std::uint64_t key = random() % 2 == 0 ? recent + random() % 4 * sets : random() % (3 * sets * Ways);
     recent = key;
     std::list<std::uint64_t>& list = lists[key % sets];
-    auto found = std::find(list.begin(), list.end(), key);
-    if (found != list.end()) list.erase(found);
-    else if (list.size() == Ways) list.pop_back();
-    list.push_front(key);
+    accessList(list, key, Ways);
     cache.access(key);
     const std::uint64_t* ways = cache.setOf(key);
     std::vector<std::uint64_t> expected(list.begin(), list.end());
