@@ -156,6 +156,6 @@ def test_cli_sizeclasses(churn_trace, heapkit_cli):
     histogram = size_histogram(churn_trace)
     fitted = fit(histogram, 12, "peak")
     assert " ".join(map(str, fitted.classes)) in done.stdout
-    assert "libheapkit.so's 40 classes" in done.stdout
+    assert "libheapkit.so's 36 classes stop at 16 KiB" in done.stdout
     bad = run(heapkit_cli, "sizeclasses", churn_trace, "-k", 0)
     assert bad.returncode != 0 and "k must be a whole number" in bad.stderr and "Traceback" not in bad.stderr
