@@ -472,8 +472,8 @@ def grammar(trace: Path, output: Path | None) -> None:
                    "and added.")
 def sizeclasses(trace: Path, classes: int, weight: str) -> None:
     """Print the K size classes (multiples of 16 up to 32 KiB) that waste the fewest bytes in
-    rounding TRACE's requests, exactly optimal, and their waste against libheapkit.so's 40
-    default classes: per request, and at the peak of live bytes (docs/cli.md)."""
+    rounding TRACE's requests, exactly optimal, and their waste against libheapkit.so's 36
+    default classes (to 16 KiB: its larger requests are spans, not counted): per request, and at the peak of live bytes (docs/cli.md)."""
     from heapkit import sizeclasses as sc
 
     histogram = sc.size_histogram(trace)
@@ -487,13 +487,14 @@ def sizeclasses(trace: Path, classes: int, weight: str) -> None:
               highlight=False, markup=False, soft_wrap=True)
     out.print(f"{len(fitted.classes)} classes fitted ({weight}): {' '.join(map(str, fitted.classes))}",
               highlight=False, markup=False, soft_wrap=True)
-    out.print("bytes lost rounding requests up to 32 KiB to their class, against libheapkit.so's 40 classes:",
+    out.print("bytes lost rounding requests to their class (up to 32 KiB; libheapkit.so's 36 classes stop at 16 KiB, "
+              "its larger requests are spans and not counted):",
               highlight=False, markup=False, soft_wrap=True)
     table = Table()
     for column in ("classes", "per request", "of bytes requested", "at the peak", "of live bytes"):
         table.add_column(column, justify="right")
     for name, chosen in ((f"fitted ({len(fitted.classes)})", fitted.classes),
-                         ("default (40)", sc.DEFAULT_CLASSES)):
+                         (f"default ({len(sc.DEFAULT_CLASSES)})", sc.DEFAULT_CLASSES)):
         per_request = histogram.waste(chosen, "count")
         peak = histogram.waste(chosen, "peak")
         table.add_row(escape(name), f"{per_request / max(requests, 1):.1f} B",

@@ -9,7 +9,7 @@ says exactly which sizes the program asks for::
     histogram = size_histogram("app.hkt")                  # request sizes, counts, live at the peak
     fitted = fit(histogram, 16, weight="peak")             # 16 classes, least waste at the peak
     print(fitted.classes, fitted.waste)
-    print(histogram.waste(DEFAULT_CLASSES, "peak"))        # libheapkit.so's 40 classes, for comparison
+    print(histogram.waste(DEFAULT_CLASSES, "peak"))        # libheapkit.so's 36 classes, for comparison
 
 Classes are multiples of 16 bytes from 16 to 32 KiB (:data:`LARGEST_CLASS`), at most 64
 of them (:data:`MAX_CLASSES`); requests above the largest class go to the heap's spans or
@@ -40,25 +40,32 @@ import numpy as np
 
 GRANULE = 16
 LARGEST_CLASS = 32 * 1024
+#: libheapkit.so's largest class (sizeclasses::kLibheapkitLargestClassBytes): above it its
+#: blocks are spans of segments, not superblocks of a class (issue 21).
+LIBHEAPKIT_LARGEST_CLASS = 16 * 1024
 MAX_CLASSES = 64
 WEIGHTS = ("count", "peak", "mixed")
 Weight = Literal["count", "peak", "mixed"]
 
 
 def _default_classes() -> tuple[int, ...]:
-    """libheapkit.so's 40 classes (include/heapkit/building/SizeClasses.h,
-    scalableBytesOf): 16-byte steps to 128 B, then four classes per doubling to 32 KiB."""
+    """libheapkit.so's 36 classes (include/heapkit/building/SizeClasses.h, ScalableSizeClasses,
+    scalableBytesOf): 16-byte steps to 128 B, then four classes per doubling to 16 KiB."""
     classes = []
-    for c in range(40):
+    c = 0
+    while not classes or classes[-1] < LIBHEAPKIT_LARGEST_CLASS:
         if c < 8:
             classes.append((c + 1) * 16)
         else:
             log2 = 7 + (c - 8) // 4
             classes.append((1 << log2) + ((c - 8) % 4 + 1) * (1 << (log2 - 2)))
+        c += 1
     return tuple(classes)
 
 
-#: libheapkit.so's classes, the ``page_segregated`` mechanism's default.
+#: libheapkit.so's classes, the ``page_segregated`` mechanism's default (the simulator's
+#: normal form of a page_segregated allocator spells out the same list: tests/python/
+#: test_sizeclasses.py checks the two agree).
 DEFAULT_CLASSES: tuple[int, ...] = _default_classes()
 
 
@@ -240,5 +247,5 @@ def _total(values: np.ndarray) -> float:
     return int(total) if np.issubdtype(np.asarray(values).dtype, np.integer) else float(total)
 
 
-__all__ = ["DEFAULT_CLASSES", "FittedClasses", "GRANULE", "LARGEST_CLASS", "MAX_CLASSES", "SizeHistogram", "WEIGHTS",
+__all__ = ["DEFAULT_CLASSES", "FittedClasses", "GRANULE", "LARGEST_CLASS", "LIBHEAPKIT_LARGEST_CLASS", "MAX_CLASSES", "SizeHistogram", "WEIGHTS",
            "check_classes", "fit", "fitted_lists", "rounded", "size_histogram"]

@@ -13,7 +13,7 @@ import pytest
 
 import heapkit
 from helpers import run
-from heapkit.sizeclasses import (DEFAULT_CLASSES, SizeHistogram, check_classes, fit, fitted_lists, rounded,
+from heapkit.sizeclasses import (DEFAULT_CLASSES, LIBHEAPKIT_LARGEST_CLASS, SizeHistogram, check_classes, fit, fitted_lists, rounded,
                                  size_histogram)
 
 
@@ -100,8 +100,19 @@ def test_invalid_k_and_classes_are_clear_errors():
         check_classes([32, 16])
     with pytest.raises(ValueError, match="multiples of 16"):
         check_classes([24])
-    assert len(DEFAULT_CLASSES) == 40 and DEFAULT_CLASSES[:9] == (16, 32, 48, 64, 80, 96, 112, 128, 160)
-    assert DEFAULT_CLASSES[-5:] == (16384, 20480, 24576, 28672, 32768) and check_classes(DEFAULT_CLASSES)
+    assert len(DEFAULT_CLASSES) == 36 and DEFAULT_CLASSES[:9] == (16, 32, 48, 64, 80, 96, 112, 128, 160)
+    assert DEFAULT_CLASSES[-4:] == (10240, 12288, 14336, 16384) and check_classes(DEFAULT_CLASSES)
+
+
+def test_default_classes_are_libheapkits_and_the_hks_presets():
+    """One class table (issue 21): DEFAULT_CLASSES, the simulator's default page_segregated
+    classes (the normal form of HKS, libheapkit.so's single-thread path, which spells them
+    out from ScalableSizeClasses) and libheapkit.so's (its heap takes ScalableHeap's default
+    classes: test_search checks its composition) are the same 36 classes, 16 B to 16 KiB."""
+    hks = heapkit.preset("HKS").allocators[0]
+    assert hks["mechanism"] == "page_segregated"
+    assert tuple(hks["class_sizes"]) == DEFAULT_CLASSES
+    assert DEFAULT_CLASSES[-1] == LIBHEAPKIT_LARGEST_CLASS == 16 * 1024
 
 
 def test_the_trace_histogram_matches_a_replay_of_the_events(churn_trace):
@@ -145,6 +156,6 @@ def test_cli_sizeclasses(churn_trace, heapkit_cli):
     histogram = size_histogram(churn_trace)
     fitted = fit(histogram, 12, "peak")
     assert " ".join(map(str, fitted.classes)) in done.stdout
-    assert "libheapkit.so's 40 classes" in done.stdout
+    assert "libheapkit.so's 36 classes stop at 16 KiB" in done.stdout
     bad = run(heapkit_cli, "sizeclasses", churn_trace, "-k", 0)
     assert bad.returncode != 0 and "k must be a whole number" in bad.stderr and "Traceback" not in bad.stderr

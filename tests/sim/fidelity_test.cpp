@@ -17,9 +17,11 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "FillAndCheck.h"
+#include "Emit.h"
 #include "Simulate.h"
 #include "Spec.h"
 #include "TraceApplier.h"
@@ -30,6 +32,7 @@
 #include "heapkit/general/ScalableCoreHeap.h"
 #include "heapkit/threads/ScalableHeap.h"
 #include "heapkit/threads/SelectedThreadHeaps.h"
+#include "heapkit/top/MmapHeap.h"
 #include "heapkit/trace/Reader.h"
 #include "heapkit/trace/Writer.h"
 #include "heapkit/wrapper/ANSIWrapper.h"
@@ -303,12 +306,29 @@ TEST(Fidelity, SimulatedAleaAndHksEqualAdaptiveLeaHeapAndScalableHeap) {
   for (const std::string& path : traces().paths()) {
     SCOPED_TRACE(path);
     EXPECT_EQ(simulate(alea, path).peakFootprintBytes, directPeak<AdaptiveLeaHeap<Top>>(path));
-    // libheapkit.so's heap (a heap per thread; these traces have one) with its 40 classes
+    // libheapkit.so's heap (a heap per thread; these traces have one) with its 36 classes
     // by type, as it ships them.
     EXPECT_EQ(simulate(hks, path).peakFootprintBytes,
               (directPeak<ScalableHeap<Top, ScalableSizeClasses, ScalableCoreConfig, SelectedThreadHeaps>>(
                   path, ScalableCoreConfig{})));
   }
+}
+
+// One class table (issue 21): HKS, libheapkit.so's single-thread path, has libheapkit.so's
+// classes, 36 to 16 KiB: those of ScalableHeap's default Classes, which libheapkit.so is
+// built with (src/preload/CMakeLists.txt; tests/python/test_search.py checks its HEAP), and
+// `heapkit emit` names them as that type. A library or preset given other classes fails here.
+static_assert(std::is_same_v<ScalableHeap<MmapHeap>, ScalableHeap<MmapHeap, ScalableSizeClasses>>);
+TEST(Fidelity, HksHasLibheapkitsClasses) {
+  ParsedSpec hks = parseSpec(readFile(fs::path(kPresetsDir) / "HKS.json"));
+  ASSERT_EQ(hks.dmm.allocators.size(), 1u);
+  ASSERT_EQ(hks.dmm.allocators[0].mechanism, Mechanism::PageSegregated);
+  const PageSegregatedSpec& classes = hks.dmm.allocators[0].pageSegregated;
+  ASSERT_EQ(classes.classCount, ScalableSizeClasses::count());
+  for (std::size_t i = 0; i < classes.classCount; ++i) EXPECT_EQ(classes.classBytes[i], ScalableSizeClasses::bytesOf(i)) << i;
+  EXPECT_EQ(classes.classes().back(), 16u * 1024);
+  std::string header = emitHeader(hks, "hks", "HKS.json");
+  EXPECT_NE(header.find("using Allocator0Classes = heapkit::ScalableSizeClasses;"), std::string::npos) << header;
 }
 
 // ---- bad input --------------------------------------------------------------------------------

@@ -167,7 +167,7 @@ TEST(Spec, NormalisationGivesOneTextPerDesign) {
   EXPECT_NE(other.normalized, a.normalized);
 }
 
-// page_segregated's normal form spells out every default: libheapkit.so's 40 classes and
+// page_segregated's normal form spells out every default: libheapkit.so's 36 classes and
 // ScalableCoreConfig's values.
 TEST(Spec, PageSegregatedNormalFormSpellsOutLibheapkitsDefaults) {
   ParsedSpec terse = parseSpec(specWith(R"({"range": [0, null], "mechanism": "page_segregated"})"));

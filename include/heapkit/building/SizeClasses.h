@@ -1,7 +1,7 @@
 // Size classes of a heap of superblocks (combining/SuperblockHeap.h): a request is
 // rounded up to the smallest class that holds it, and every object of a superblock has
 // its class's size. Two policies with one interface (SizeClassPolicy):
-//  - ScalableSizeClasses, by type: libheapkit.so's 40 classes, every function a constant
+//  - ScalableSizeClasses, by type: libheapkit.so's 36 classes, every function a constant
 //    expression, the lookup one load from a table the compiler built;
 //  - SizeClassTable, by value: any ascending list of up to 64 sizes, for the simulator and
 //    the design search (k classes fitted to a trace), the lookup the same one load;
@@ -40,8 +40,11 @@ inline constexpr std::size_t kGranuleBytes = 16;
 // must fit a 64 KiB superblock.
 inline constexpr std::size_t kLargestClassBytes = 32 * 1024;
 inline constexpr std::size_t kGranules = kLargestClassBytes / kGranuleBytes + 1;
+// libheapkit.so's largest class (ScalableSizeClasses, below).
+inline constexpr std::size_t kLibheapkitLargestClassBytes = 16 * 1024;
 
-// libheapkit.so's classes: 16-byte steps to 128 B, then four classes per doubling to 32 KiB.
+// libheapkit.so's classes: 16-byte steps to 128 B, then four classes per doubling (to 16 KiB
+// in libheapkit.so, ScalableSizeClasses; to 32 KiB at most, ScalableSizeClassesUpTo).
 constexpr std::size_t scalableClassOf(std::size_t size) {
   if (size <= 128) return size == 0 ? 0 : (size - 1) / 16;
   std::size_t log2 = static_cast<std::size_t>(std::bit_width(size - 1)) - 1;  // size in (2^log2, 2^(log2+1)]
@@ -77,16 +80,24 @@ struct ScalableSizeClassesUpTo {
   }();
 };
 
-// The 40 classes of libheapkit.so, 16 B to 32 KiB: above 32 KiB blocks are spans, whose
-// 64 KiB granularity costs less than a superblock holding one object (bench-malloc's
-// docs/benchmarks.md, "Drop-in malloc", compares the bounds).
-using ScalableSizeClasses = ScalableSizeClassesUpTo<sizeclasses::kLargestClassBytes>;
-static_assert(SizeClassPolicy<ScalableSizeClasses> && ScalableSizeClasses::kMaxClasses == 40);
+// The 36 classes of libheapkit.so, 16 B to 16 KiB, and of the simulator's page_segregated
+// mechanism by default (dmm/DmmSpec.h; python/heapkit/sizeclasses.py DEFAULT_CLASSES and
+// `heapkit emit` follow this type). Above 16 KiB blocks are spans of 4 MiB segments
+// (building/SegmentHeap.h, threads/OwnedSpanHeap.h), resident only to the request's end
+// and sharing their free pages with the other medium blocks: a class of 16-32 KiB holds
+// one to three objects a 64 KiB superblock, which a thread kept resident for its few
+// objects of it (issue 21: `heapkit-mt-workload buffers 2` peaked 0.5 MB higher with the
+// classes to 32 KiB; docs/malloc-replacement.md).
+using ScalableSizeClasses = ScalableSizeClassesUpTo<sizeclasses::kLibheapkitLargestClassBytes>;
+static_assert(SizeClassPolicy<ScalableSizeClasses> && ScalableSizeClasses::kMaxClasses == 36);
 static_assert(ScalableSizeClasses::classOf(1) == 0 && ScalableSizeClasses::classOf(128) == 7 &&
               ScalableSizeClasses::classOf(129) == 8 && ScalableSizeClasses::bytesOf(8) == 160 &&
               ScalableSizeClasses::classOf(256) == 11 && ScalableSizeClasses::bytesOf(11) == 256 &&
-              ScalableSizeClasses::classOf(sizeclasses::kLargestClassBytes) == ScalableSizeClasses::kMaxClasses - 1 &&
-              ScalableSizeClasses::bytesOf(ScalableSizeClasses::kMaxClasses - 1) == sizeclasses::kLargestClassBytes);
+              ScalableSizeClasses::maxBytes() == 16 * 1024 &&
+              ScalableSizeClasses::classOf(ScalableSizeClasses::maxBytes()) == ScalableSizeClasses::kMaxClasses - 1 &&
+              ScalableSizeClasses::bytesOf(ScalableSizeClasses::kMaxClasses - 1) == ScalableSizeClasses::maxBytes());
+// The same rule up to the largest class any table may have: 40 classes.
+static_assert(ScalableSizeClassesUpTo<sizeclasses::kLargestClassBytes>::kMaxClasses == 40);
 
 class SizeClassTable {
  public:

@@ -12,7 +12,7 @@
 //           SegmentHeap<Top>>>>>            4 MiB segments cut into spans of 64 KiB slices;
 //                                           delayed purge of free pages within a budget
 //
-// Classes is ScalableSizeClasses (the 40 classes of libheapkit.so, by type) or
+// Classes is ScalableSizeClasses (the 36 classes of libheapkit.so, by type) or
 // SizeClassTable (any classes, by value, from ScalableCoreConfig::classes). Every other
 // parameter is a value in ScalableCoreConfig, whose defaults are libheapkit.so's:
 //

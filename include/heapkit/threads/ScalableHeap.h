@@ -29,13 +29,13 @@
 // does the same over real memory: the same heaps, the same remote frees, the same bytes
 // held as the trace's threads running on ThreadHeapRegistry (tests/sim/thread_fidelity_test.cpp).
 //
-//  - Small objects (40 classes, 16 B to 32 KiB): each thread allocates from superblocks
+//  - Small objects (36 classes, 16 B to 16 KiB): each thread allocates from superblocks
 //    its heap owns, without locks. A block freed by its owner thread goes on the
 //    superblock's free list; one freed by another thread on its atomic remote list, and
 //    returns to the owner (Hoard's ownership), which collects it when it runs out.
 //  - A wholly free superblock goes back to the shared pool, which keeps the 4 MiB freed
 //    last with their pages and purges older ones (combining/SuperblockPool.h).
-//  - Medium blocks (over 32 KiB) up to ScalableCoreConfig::ownedSpanMaxBytes (256 KiB) are
+//  - Medium blocks (over 16 KiB) up to ScalableCoreConfig::ownedSpanMaxBytes (256 KiB) are
 //    spans of segments the allocating thread owns: its mallocs and frees of them take no
 //    lock, another thread's free pushes the block on the owner's atomic remote list (no
 //    lock), and the owner takes the list back at its next medium malloc (mimalloc's
