@@ -321,7 +321,7 @@ TEST(Fidelity, SimulatedAleaAndHksEqualAdaptiveLeaHeapAndScalableHeap) {
 static_assert(std::is_same_v<ScalableHeap<MmapHeap>, ScalableHeap<MmapHeap, ScalableSizeClasses>>);
 TEST(Fidelity, HksHasLibheapkitsClasses) {
   ParsedSpec hks = parseSpec(readFile(fs::path(kPresetsDir) / "HKS.json"));
-  ASSERT_EQ(hks.dmm.allocators.size(), 1u);
+  ASSERT_EQ(hks.dmm.count, 1u);
   ASSERT_EQ(hks.dmm.allocators[0].mechanism, Mechanism::PageSegregated);
   const PageSegregatedSpec& classes = hks.dmm.allocators[0].pageSegregated;
   ASSERT_EQ(classes.classCount, ScalableSizeClasses::count());
