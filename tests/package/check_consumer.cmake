@@ -1,4 +1,7 @@
-# Usage: cmake -DSOURCE_DIR=... -DWORK_DIR=... -DMODE=find_package|add_subdirectory -P check_consumer.cmake
+# Usage: cmake -DSOURCE_DIR=... -DWORK_DIR=... -DMODE=find_package|add_subdirectory [-DBUILD_DIR=...]
+#        -P check_consumer.cmake
+# find_package installs BUILD_DIR, a built tree of the project, when given; without it, it
+# configures and builds the project (no tests, no benchmarks) in WORK_DIR first.
 file(REMOVE_RECURSE ${WORK_DIR})
 set(consumer ${CMAKE_CURRENT_LIST_DIR}/consumer)
 
@@ -11,10 +14,12 @@ function(run)
 endfunction()
 
 if(MODE STREQUAL "find_package")
-  run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/heapkit-build -G Ninja -DHEAPKIT_BUILD_TESTS=OFF
-      -DHEAPKIT_BUILD_BENCH=OFF -DCMAKE_INSTALL_PREFIX=${WORK_DIR}/prefix)
-  run(${CMAKE_COMMAND} --build ${WORK_DIR}/heapkit-build)
-  run(${CMAKE_COMMAND} --install ${WORK_DIR}/heapkit-build)
+  if(NOT BUILD_DIR)
+    set(BUILD_DIR ${WORK_DIR}/heapkit-build)
+    run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${BUILD_DIR} -G Ninja -DHEAPKIT_BUILD_TESTS=OFF -DHEAPKIT_BUILD_BENCH=OFF)
+    run(${CMAKE_COMMAND} --build ${BUILD_DIR})
+  endif()
+  run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
   if(NOT EXISTS ${WORK_DIR}/prefix/include/heapkit/heapkit.h)
     message(FATAL_ERROR "the headers were not installed")
   endif()
