@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -326,7 +327,14 @@ def test_record_leaves_a_programs_signal_handlers_alone(tmp_path, heapkit_cli):
         "if __name__ == '__main__':\n"
         "    with multiprocessing.get_context('forkserver').Pool(2) as pool:\n"
         "        print(sum(pool.map(abs, [-1, -2, -3])))\n")
-    done = run(heapkit_cli, "record", "-o", tmp_path / "py.hkt", "--", shutil.which("python3"), script, timeout=120)
+    # The recorder starts with the default handlers (a shell ignores SIGINT in the jobs it
+    # puts in the background, and its children inherit that), so the program must see them.
+    def default_handlers():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    done = run(heapkit_cli, "record", "-o", tmp_path / "py.hkt", "--", shutil.which("python3"), script, timeout=120,
+               preexec_fn=default_handlers)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "6"
 

@@ -35,6 +35,8 @@ def open_in_browser(report: Path, screenshot: Path | None = None) -> dict:
             "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
             "--no-first-run", "--disable-sync", "--disable-quic"])
         page = browser.new_page(viewport={"width": 1200, "height": 900})
+        # Chromium starts slowly on a loaded 2-core machine: 30 s (the default) ran out there.
+        page.set_default_timeout(120000)
         errors, refused, dialogs = [], [], []
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -51,7 +53,7 @@ def open_in_browser(report: Path, screenshot: Path | None = None) -> dict:
         page.goto(report.resolve().as_uri())
         # Plotly marks each container it has drawn.
         page.wait_for_function("Array.from(document.querySelectorAll('.chart'))"
-                               ".every(d => d.classList.contains('js-plotly-plot'))", timeout=30000)
+                               ".every(d => d.classList.contains('js-plotly-plot'))")
         charts = page.evaluate("""() => Object.fromEntries(Array.from(document.querySelectorAll('.chart')).map(d => {
             const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
             const plot = d.querySelector('.nsewdrag');
