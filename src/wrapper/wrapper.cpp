@@ -212,12 +212,25 @@ inline void doFreeUsually(void* ptr) {
   family.free(ptr);  // a pointer not from the bootstrap means the provider is ready
 }
 
-[[gnu::noinline, maybe_unused]] void freeOtherwise(void* ptr) { doFreeUsually(ptr); }
+// What the provider's inline free does not take: out of line, reached by a jump. A
+// provider with InlinePaths::freeAfterInline gets the pointer there once the wrapper's own
+// cases are ruled out, past its usual free's checks (ScalableHeap's: the owner check its
+// inline path just failed, run again).
+template <class Paths = InlinePaths<>>
+[[gnu::noinline, maybe_unused]] void freeOtherwise(void* ptr) {
+  if constexpr (requires(void* object) { Paths::freeAfterInline(object); }) {
+    if (ptr == nullptr || inBootstrap(ptr)) return;
+    if (forkingWithLocks()) [[unlikely]] return;  // kept, as doFreeUsually keeps it
+    Paths::freeAfterInline(ptr);  // a pointer not from the bootstrap means the provider is ready
+  } else {
+    doFreeUsually(ptr);
+  }
+}
 
 template <class Paths = InlinePaths<>>
 inline void doFree(void* ptr) {
   if constexpr (Paths::kProvided) {
-    Paths::free(ptr, freeOtherwise);
+    Paths::free(ptr, freeOtherwise<Paths>);
   } else {
     doFreeUsually(ptr);
   }
