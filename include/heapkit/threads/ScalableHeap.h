@@ -464,13 +464,23 @@ class ScalableHeap {
     ThreadHeapState* heap = Threads::threadCache.instanceId == registry_.id() ? Threads::threadCache.heap : nullptr;
     if (heap != nullptr && sb->owner == static_cast<void*>(static_cast<ThreadHeap*>(heap))) return freeOwnedSlow(heap, sb, node);
     if constexpr (kHardened) {
-      if (!sb->checkAndTagFreed(node, false)) return;
+      // Superblock::checkAndTagFreed, its rare case (the tag found: a double free to
+      // confirm) a call of its own too.
+      std::uint64_t tag = Superblock::freedTag(node, sb);
+      if (hardening::secondWord(node) == tag) [[unlikely]] return freeRemoteTagged(sb, node);
+      hardening::secondWord(node) = tag;
     }
+    pushRemoteFree(sb, node);
+  }
+  [[gnu::always_inline]] static void pushRemoteFree(Superblock* sb, FreeNode* node) {
     sb->template fillFreed<SecureAgainstMisuse>(node);
     if (sb->pushRemote(node)) {
       // Claimed: the superblock is pinned in its owner's full list until the owner pops it.
       static_cast<ThreadHeap*>(sb->owner)->pushReactivated(sb);
     }
+  }
+  [[gnu::noinline]] static void freeRemoteTagged(Superblock* sb, FreeNode* node) {
+    if (sb->checkAndTagFreed(node, false)) pushRemoteFree(sb, node);
   }
   // The owner's free that its inline path left: a flag set on the superblock, or a
   // freed object's tag found (a double free to confirm).
