@@ -72,8 +72,13 @@ namespace heapkit::entry_points {
  * not take they must pass to otherwise(size) or otherwise(ptr), the wrapper's usual path
  * (a jump: the wrapper passes a function). free's may read the 64 KiB-aligned block
  * that holds ptr: the bootstrap buffer is 64 KiB-aligned and a multiple of 64 KiB, so a
- * pointer into it reads only it. libheapkit.so's are ScalableHeap's mallocInline and
- * freeInline (docs/malloc-replacement.md). */
+ * pointer into it reads only it. It may also have
+ *   static void freeAfterInline(void* ptr);
+ * which then gets what free's passed to otherwise, but for NULL, the bootstrap's
+ * pointers and frees during fork handlers (the wrapper's own cases), instead of
+ * heapkit_ep_free: the provider's free without the checks its inline path made already.
+ * libheapkit.so's are ScalableHeap's mallocInline, freeInline and freeAfterInline
+ * (docs/malloc-replacement.md). */
 template <int = 0>
 struct InlinePaths {
   static constexpr bool kProvided = false;

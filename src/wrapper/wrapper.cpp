@@ -212,12 +212,35 @@ inline void doFreeUsually(void* ptr) {
   family.free(ptr);  // a pointer not from the bootstrap means the provider is ready
 }
 
-[[gnu::noinline, maybe_unused]] void freeOtherwise(void* ptr) { doFreeUsually(ptr); }
+// What the provider's inline free does not take: out of line, reached by a jump. A
+// provider with InlinePaths::freeAfterInline gets the pointer there once the wrapper's own
+// cases are ruled out, past its usual free's checks (ScalableHeap's: the owner check its
+// inline path just failed, run again).
+// The fork handlers not registered yet (forkingWithLocks): a call of its own, so that
+// freeOtherwise keeps the pointer in its argument register, not a saved one.
+template <class Paths>
+[[gnu::noinline]] void freeRegisteringForkHandlers(void* ptr) {
+  if (forkingWithLocks()) return;  // never true before our handlers ran: it registers them
+  Paths::freeAfterInline(ptr);
+}
+
+template <class Paths = InlinePaths<>>
+[[gnu::noinline, maybe_unused]] void freeOtherwise(void* ptr) {
+  if constexpr (requires(void* object) { Paths::freeAfterInline(object); }) {
+    if (ptr == nullptr || inBootstrap(ptr)) return;
+    // forkingWithLocks(), its registration out of line.
+    if (!forkHandlersRegistered.load(std::memory_order_acquire)) [[unlikely]] return freeRegisteringForkHandlers<Paths>(ptr);
+    if (forkingHere) [[unlikely]] return;  // kept: the provider's locks are this thread's now
+    Paths::freeAfterInline(ptr);  // a pointer not from the bootstrap means the provider is ready
+  } else {
+    doFreeUsually(ptr);
+  }
+}
 
 template <class Paths = InlinePaths<>>
 inline void doFree(void* ptr) {
   if constexpr (Paths::kProvided) {
-    Paths::free(ptr, freeOtherwise);
+    Paths::free(ptr, freeOtherwise<Paths>);
   } else {
     doFreeUsually(ptr);
   }

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <thread>
+#include <vector>
 
 #include "heapkit/threads/ScalableHeap.h"
 #include "heapkit/utility/HardenedHeap.h"
@@ -147,6 +149,100 @@ TEST(SecureHeapDeathTest, LargeBlocksHaveGuardsAndAreUnmappedWhenFreed) {
   sink = static_cast<char*>(heap.malloc(kSize));
   heap.free(sink);
   sink[0] = 1;
+}
+
+// libheapkit.so's free as the malloc wrapper runs it (src/wrapper/wrapper.cpp): the
+// inline path, and what that passes on straight to the slow path (freeAfterInline), past
+// HardenedHeap's and ScalableHeap::free's checks, which the wrapper never reaches then.
+struct InlineThenAfterInline : HardenedHeap<ScalableHeap<Hardened<MmapHeap>>> {
+  void free(void* object) {
+    if (object == nullptr) return;  // the wrapper's own case
+    freeInline(object, [this](void* other) { freeAfterInline(other); });
+  }
+};
+
+// Every kind of block, freed by its owner and by other threads, through that route.
+TEST(FreeAfterInline, ModelCheckAndRemoteFreesReturnEverything) {
+  InlineThenAfterInline heap;
+  testing::ModelChecker<InlineThenAfterInline> checker(heap, 7);
+  testing::ModelCheckOptions options;
+  options.operations = 6000;
+  options.maxLiveObjects = 2000;
+  for (const testing::SizeDistribution& sizes : testing::standardDistributions()) {
+    SCOPED_TRACE(sizes.name);
+    checker.run(sizes, options);
+  }
+  // Small, medium, large and aligned blocks (interior pointers) of this thread, freed by
+  // another, then by their owner again after it reused them.
+  for (int round = 0; round < 3; ++round) {
+    std::vector<void*> blocks;
+    for (std::size_t size : {16, 24, 100, 1000, 4000, 16384, 20000, 100000, 300000, 5000000})
+      for (int i = 0; i < 50; ++i) blocks.push_back(heap.malloc(size));
+    for (int i = 0; i < 50; ++i) blocks.push_back(heap.memalign(64, 48));
+    for (void* block : blocks) ASSERT_NE(block, nullptr);
+    std::thread([&] {
+      for (void* block : blocks) heap.free(block);
+    }).join();
+  }
+  std::vector<void*> again;
+  for (int i = 0; i < 2000; ++i) again.push_back(heap.malloc(100));
+  for (void* block : again) heap.free(block);
+}
+
+// The hardening of that route: the slow path checks what HardenedHeap would have.
+TEST(FreeAfterInlineDeathTest, MisuseByAnotherThreadIsReported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        InlineThenAfterInline heap;
+        sink = static_cast<char*>(heap.malloc(100));
+        std::thread([&] { heap.free(sink + 8); }).join();  // not 16-aligned
+      },
+      "heapkit: free\\(\\): invalid pointer 0x");
+  EXPECT_DEATH(
+      {
+        InlineThenAfterInline heap;
+        sink = static_cast<char*>(heap.malloc(100));
+        std::thread([&] { heap.free(sink + 16); }).join();  // inside the object
+      },
+      "heapkit: free\\(\\): invalid pointer 0x");
+  EXPECT_DEATH(
+      {
+        InlineThenAfterInline heap;
+        sink = static_cast<char*>(heap.malloc(100));
+        std::thread([&] {
+          heap.free(sink);
+          heap.free(sink);
+        }).join();
+      },
+      "heapkit: free\\(\\): double free of 0x");
+}
+
+// Superblock::isObjectStart, the slow free's check that a pointer starts an object,
+// against a division, for every class: every 8 bytes of a superblock's slice from its
+// head to the next slice's first bytes, the tail past the last whole object included (a
+// multiple of the size there would overlap the next slice's head).
+TEST(SuperblockObjectStart, ExactForEveryClass) {
+  ScalableHeap<Hardened<MmapHeap>> heap;
+  for (std::size_t sizeClass = 0; sizeClass < ScalableSizeClasses::count(); ++sizeClass) {
+    std::size_t size = ScalableSizeClasses::bytesOf(sizeClass);
+    SCOPED_TRACE(size);
+    void* object = heap.malloc(size);
+    ASSERT_NE(object, nullptr);
+    const Superblock* sb = Superblock::of(object);
+    ASSERT_EQ(sb->objectBytes, size);
+    auto base = Superblock::baseOf(sb);
+    auto first = reinterpret_cast<std::uintptr_t>(sb->firstObject);
+    std::uintptr_t objects = (base + superblock::kBytes - first) / size;
+    std::size_t starts = 0;
+    for (std::uintptr_t address = base; address < base + superblock::kBytes + 64; address += 8) {
+      bool expected = address >= first && (address - first) % size == 0 && (address - first) / size < objects;
+      starts += expected;
+      ASSERT_EQ(sb->isObjectStart(reinterpret_cast<void*>(address)), expected) << "offset " << address - base;
+    }
+    EXPECT_EQ(starts, objects);
+    heap.free(object);
+  }
 }
 
 }  // namespace

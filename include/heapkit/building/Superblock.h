@@ -417,18 +417,16 @@ struct alignas(64) Superblock {
     return false;
   }
 
-  // Objects lie from firstObject (past the slice's head) to the superblock's end. For offsets within
-  // a superblock, the low 32 bits of offset * ceil(2^32 / size) are k * (the rounding
-  // error, < size) < 2^16 when offset = k * size, and at least 2^32 / size >= 2^17
-  // otherwise: a multiply and a compare instead of a division.
+  // Objects lie from firstObject, just past the slice's head (format's), to the
+  // superblock's end. For offsets within a superblock, the low 32 bits of offset *
+  // ceil(2^32 / size) are k * (the rounding error, < size) < 2^16 when offset = k * size,
+  // and at least 2^32 / size >= 2^17 otherwise: a multiply and a compare instead of a
+  // division. Exact for any pointer: one below firstObject has a huge unsigned offset,
+  // which the bound (a constant less the size: no header address to compute) refuses.
   bool isObjectStart(const void* pointer) const {
-    auto* object = static_cast<const char*>(pointer);
-    const char* start = firstObject;
-    const char* end = reinterpret_cast<const char*>(baseOf(this)) + superblock::kBytes;
-    if (object < start) return false;
-    auto offset = static_cast<std::uint64_t>(object - start);
-    return offset + objectBytes <= static_cast<std::uint64_t>(end - start) &&
-           static_cast<std::uint32_t>(offset * reciprocal) < superblock::kBytes;
+    constexpr std::uint64_t kObjectsBytes = superblock::kBytes - sizeof(SliceHead);
+    auto offset = reinterpret_cast<std::uintptr_t>(pointer) - reinterpret_cast<std::uintptr_t>(firstObject);
+    return offset <= kObjectsBytes - objectBytes && static_cast<std::uint32_t>(offset * reciprocal) < superblock::kBytes;
   }
 
   // isObjectStart for the owner's inline free, whose pointer is 16-aligned and lies in this
@@ -441,10 +439,12 @@ struct alignas(64) Superblock {
   }
 
   // The checks of a free that left the owner's fast path; the object's tag is checked
-  // once its start is known.
-  void checkHeader(void* pointer) {
+  // once its start is known. Returns the flags, read once here (through the heap's
+  // memory policy) for the caller too.
+  template <class H>
+  std::uint32_t checkHeader(H& heap, void* pointer) {
     std::uint32_t live = liveCookie(this);
-    std::uint32_t flagBits = freeFlags.load(std::memory_order_relaxed);
+    std::uint32_t flagBits = flags(heap);
     if (cookie != live) [[unlikely]] {
       if (cookie == (live ^ superblock::kFreedLargeCookie) && pointer == firstObject) hardening::doubleFree(pointer);
       hardening::invalidPointer(pointer);
@@ -455,6 +455,7 @@ struct alignas(64) Superblock {
     } else if (!(flagBits & superblock::kInteriorPointers) && !isObjectStart(pointer)) [[unlikely]] {
       hardening::invalidPointer(pointer);
     }
+    return flagBits;
   }
 };
 static_assert(sizeof(Superblock) == 128 && sizeof(Superblock) % kMinAlignment == 0);

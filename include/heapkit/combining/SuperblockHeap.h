@@ -274,8 +274,8 @@ class SuperblockHeap : public Super {
 
   [[gnu::noinline]] void freeSlow(void* pointer) {
     Superblock* sb = kHardened ? Superblock::checkedOf(pointer) : Superblock::of(pointer);
-    if constexpr (kHardened) sb->checkHeader(pointer);
-    std::uint32_t flags = sb->flags(*this);
+    // Hardened, the flags as the header's check read them (read once).
+    std::uint32_t flags = kHardened ? sb->checkHeader(*this, pointer) : sb->flags(*this);
     if (flags & superblock::kLargeBlock) {
       Super::freeLarge(sb);
       return;

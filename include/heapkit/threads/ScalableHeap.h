@@ -280,6 +280,12 @@ class ScalableHeap {
     return otherwise(pointer);
   }
 
+  // The rest of a free that freeInline passed to `otherwise` (`pointer` not null): the
+  // slow path at once, without the inline path's owner check again (a remote free, the
+  // commonest such free, would fail it twice). Hardened, it checks the pointer's
+  // alignment itself, as free does.
+  void freeAfterInline(void* pointer) { freeSlow(pointer); }
+
   std::size_t getSize(void* pointer) const { return Superblock::of(pointer)->usableFrom(*this, pointer); }
   // calloc's clearing (wrapper/ANSIWrapper.h): the bytes of an object just handed out that
   // may hold old data; a fresh span's pages read as zero (Superblock::bytesToClear), when
@@ -427,7 +433,7 @@ class ScalableHeap {
   }
   // A block of a thread's segments goes back to them: at once by that thread, else through
   // its heap's remote list (no lock either way).
-  void freeLarge(Superblock* sb) {
+  [[gnu::noinline]] void freeLarge(Superblock* sb) {
     if (auto* owner = static_cast<OwnedSpans*>(loadMetadata(*this, sb->owner))) {
       ThreadHeapState* heap = Threads::threadCache.instanceId == registry_.id() ? Threads::threadCache.heap : nullptr;
       if (heap != nullptr && &heap->spans == owner) owner->freeOwned(sb);
@@ -438,34 +444,52 @@ class ScalableHeap {
     shared_.freeLarge(sb);
   }
 
+  // Every free the inline path did not take, of a non-null pointer. Another thread's free
+  // of a small object (prodcons: every free) runs straight through: the header's checks
+  // with the flags read once, then the CAS onto the superblock's remote list; the owner's
+  // and the large blocks' frees are calls of their own, so that this path saves no
+  // register.
   [[gnu::noinline]] void freeSlow(void* pointer) {
     if constexpr (kHardened) {
       if (reinterpret_cast<std::uintptr_t>(pointer) % kMinAlignment != 0) return hardening::reportInvalidPointer(pointer);
     }
     Superblock* sb = kHardened ? Superblock::checkedOf(pointer) : Superblock::of(pointer);
-    if constexpr (kHardened) sb->checkHeader(pointer);
-    std::uint32_t flags = sb->flags(*this);
-    if (flags & superblock::kLargeBlock) {
-      freeLarge(sb);
-      return;
-    }
+    std::uint32_t flags = kHardened ? sb->checkHeader(*this, pointer) : sb->flags(*this);
+    if (flags & superblock::kLargeBlock) return freeLarge(sb);
     auto* node = static_cast<FreeNode*>(flags & superblock::kInteriorPointers ? sb->objectStart(*this, pointer) : pointer);
     // Only the thread-local cache, not the pthread key: a thread that frees but never
     // allocates (a consumer) would look its missing heap up on every free. A thread whose
     // cache names another instance's heap frees through the remote list, which its own
     // heap collects like any other thread's frees.
     ThreadHeapState* heap = Threads::threadCache.instanceId == registry_.id() ? Threads::threadCache.heap : nullptr;
-    bool owned = heap != nullptr && sb->owner == static_cast<void*>(static_cast<ThreadHeap*>(heap));
+    if (heap != nullptr && sb->owner == static_cast<void*>(static_cast<ThreadHeap*>(heap))) return freeOwnedSlow(heap, sb, node);
     if constexpr (kHardened) {
-      if (!sb->checkAndTagFreed(node, owned)) return;
+      // Superblock::checkAndTagFreed, its rare case (the tag found: a double free to
+      // confirm) a call of its own too.
+      std::uint64_t tag = Superblock::freedTag(node, sb);
+      if (hardening::secondWord(node) == tag) [[unlikely]] return freeRemoteTagged(sb, node);
+      hardening::secondWord(node) = tag;
     }
+    pushRemoteFree(sb, node);
+  }
+  [[gnu::always_inline]] static void pushRemoteFree(Superblock* sb, FreeNode* node) {
     sb->template fillFreed<SecureAgainstMisuse>(node);
-    if (owned) {
-      heap->freeOwned(sb, node);
-    } else if (sb->pushRemote(node)) {
+    if (sb->pushRemote(node)) {
       // Claimed: the superblock is pinned in its owner's full list until the owner pops it.
       static_cast<ThreadHeap*>(sb->owner)->pushReactivated(sb);
     }
+  }
+  [[gnu::noinline]] static void freeRemoteTagged(Superblock* sb, FreeNode* node) {
+    if (sb->checkAndTagFreed(node, false)) pushRemoteFree(sb, node);
+  }
+  // The owner's free that its inline path left: a flag set on the superblock, or a
+  // freed object's tag found (a double free to confirm).
+  [[gnu::noinline]] void freeOwnedSlow(ThreadHeapState* heap, Superblock* sb, FreeNode* node) {
+    if constexpr (kHardened) {
+      if (!sb->checkAndTagFreed(node, true)) return;
+    }
+    sb->template fillFreed<SecureAgainstMisuse>(node);
+    heap->freeOwned(sb, node);
   }
 
   Threads registry_;

@@ -56,6 +56,14 @@ class HardenedHeap : public std::conditional_t<secure<Super>(), CanaryHeap<Super
   {
     Super::freeInline(object, otherwise);
   }
+  // What freeInline passed on (not null), to the heap's slow path, under the same
+  // conditions: that path checks alignment itself (ScalableHeap::freeAfterInline).
+  void freeAfterInline(void* object)
+    requires(hardened<Super>() && !secure<Super>() && !requires(const Super& heap) { heap.owns(object); } &&
+             requires(Super& heap) { heap.freeAfterInline(object); })
+  {
+    Super::freeAfterInline(object);
+  }
 };
 
 }  // namespace heapkit

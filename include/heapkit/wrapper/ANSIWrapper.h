@@ -77,6 +77,12 @@ class ANSIWrapper : public Super {
   {
     Super::freeInline(object, otherwise);
   }
+  // What freeInline passed on (not null) goes to the heap's slow path straight.
+  void freeAfterInline(void* object)
+    requires(kNativeMemalign && requires(Super& heap) { heap.freeAfterInline(object); })
+  {
+    Super::freeAfterInline(object);
+  }
 
   std::size_t getSize(void* object) {
     if (object == nullptr) return 0;
