@@ -131,8 +131,11 @@ class QuickListHeap : public Super {
     // serves (every request's usable size is a block's), where it waits for the
     // consolidation, whose checks report it.
     if (list < kLists) [[likely]] {
-      Super::markRetired(object);
       push(list, object);
+      // After the push: its count's store could alias the word for all the compiler knows,
+      // so the mark is one read-modify-write of memory (a bts) rather than a set bit and a
+      // store of the word the list index was computed from (and a copy of it kept).
+      Super::markRetired(object);
       return;
     }
     Super::free(object);
