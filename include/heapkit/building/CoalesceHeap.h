@@ -41,6 +41,23 @@ class CoalesceHeap : public Super {
   void free(void* block) {
     if (block == nullptr) return;
     if constexpr (hardened<Super>()) Super::checkFreeable(block);
+    release(block);
+  }
+
+  // Hardened: a block a quick list above kept, marked retired (QuickListHeap), given back.
+  // Its own word was checked when the list took it, and the mark has kept it from every
+  // free since, so of checkFreeable's checks only the next block's remain
+  // (BoundaryTags::unretire), which the list could not make cheaply when it took it.
+  void freeRetired(void* block)
+    requires(hardened<Super>() && requires(CoalesceHeap& heap) { Super::unretire(heap, block); })
+  {
+    Super::unretire(*this, block);
+    release(block);
+  }
+
+ private:
+  // Merge `block`, in use and checked, with its free neighbours and store the result.
+  [[gnu::always_inline]] void release(void* block) {
     // The tag operations and the list count each word they touch (they are given this heap).
     void* following = Super::next(*this, block);
     if (Super::isFree(*this, following)) {
@@ -66,7 +83,6 @@ class CoalesceHeap : public Super {
     Super::free(block);
   }
 
- private:
   // The usable size the boundary tags give a request (they decide the granularity).
   static std::size_t roundRequest(std::size_t size) { return Super::usableSizeFor(size); }
 

@@ -75,14 +75,21 @@ class QuickListHeap : public Super {
 
   // Give every quick-listed object back to the heap below.
   void consolidate() {
-    for (Node*& head : heads_) {
-      countStep(*this);  // a list visited
-      while (Node* node = loadMetadata(*this, head)) {
-        countStep(*this);  // a node handed down
-        storeMetadata(*this, head, loadMetadata(*this, node->next));
+    for (std::size_t list = 0; list < kLists; ++list) {
+      // Hardened over boundary tags, the blocks of a block's length had their own word
+      // checked when listed and marked since: the heap below checks the rest
+      // (CoalesceHeap::freeRetired). List 0 holds lengths no block has (freeMarking),
+      // which its full checks report.
+      if constexpr (kFreesRetired) {
+        if (list != 0) [[likely]] {
+          handDown(list, [this](Node* node) { Super::freeRetired(node); });
+          continue;
+        }
+      }
+      handDown(list, [this](Node* node) {
         if constexpr (kMarksBlocks) Super::clearRetired(node);
         Super::free(node);
-      }
+      });
     }
     quickObjects_ = 0;
   }
@@ -104,15 +111,31 @@ class QuickListHeap : public Super {
     Super::clearRetired(block);
   };
 
+  static constexpr bool kFreesRetired = kMarksBlocks && requires(Super& heap, void* block) { heap.freeRetired(block); };
+
+  template <class FreeBelow>
+  [[gnu::always_inline]] void handDown(std::size_t list, FreeBelow freeBelow) {
+    Node*& head = heads_[list];
+    countStep(*this);  // a list visited
+    while (Node* node = loadMetadata(*this, head)) {
+      countStep(*this);  // a node handed down
+      storeMetadata(*this, head, loadMetadata(*this, node->next));
+      freeBelow(node);
+    }
+  }
+
   [[gnu::always_inline]] void freeMarking(void* object) {
     std::size_t list = Super::quickListIndex(*this, object);
     countStep(*this);  // the list's lookup
     // A length too short for a block (a made-up pointer's) lands on a list no malloc
     // serves (every request's usable size is a block's), where it waits for the
     // consolidation, whose checks report it.
-    if (list < kLists) {
-      Super::markRetired(object);
+    if (list < kLists) [[likely]] {
       push(list, object);
+      // After the push: its count's store could alias the word for all the compiler knows,
+      // so the mark is one read-modify-write of memory (a bts) rather than a set bit and a
+      // store of the word the list index was computed from (and a copy of it kept).
+      Super::markRetired(object);
       return;
     }
     Super::free(object);

@@ -149,6 +149,25 @@ struct BoundaryTags {
     if (blockBytes(following) == kMinAlignment) [[unlikely]] hardening::invalidPointer(block);
   }
 
+  // Hardened: a block a quick list marked retired when it took it, given back to be freed
+  // (QuickListHeap's consolidation). Its own word was checked then (the list's range
+  // compare: in use, not retired, a block's length) and the mark has sent every free of it
+  // since to the full checks, so its word needs no range or free-bit test again; the mark
+  // must still be there (a word overwritten while listed, by an overflow of the block
+  // before it, is reported before its length is trusted) and goes. The next block's word
+  // is checked as checkFreeable checks it: a made-up pointer whose own word passed the
+  // list's compare is stopped here.
+  template <class H>
+  [[gnu::always_inline]] static void unretire(H& heap, void* block) {
+    std::size_t word = loadMetadata(heap, sizeWord(block));
+    if ((word & kRetired) == 0) [[unlikely]] hardening::corruptFreeList(block);
+    word &= ~kRetired;
+    storeMetadata(heap, sizeWord(block), word);
+    std::size_t next = loadMetadata(heap, sizeWord(static_cast<char*>(block) + (word & ~sizeword::kFlagMask)));
+    if ((next & kPreviousFree) != 0) [[unlikely]] hardening::doubleFree(block);
+    if ((next & ~sizeword::kFlagMask) == kMinAlignment) [[unlikely]] hardening::invalidPointer(block);
+  }
+
   // A length no block has: a retired block's (freed a second time), or no block's.
   [[noreturn, gnu::cold, gnu::noinline]] static void reportNotABlock(void* block) {
     auto address = reinterpret_cast<std::uintptr_t>(block);
