@@ -737,6 +737,36 @@ TEST(HardenedLeaDeathTest, QuickListsCheckedWhenConsolidated) {
   EXPECT_DEATH(freeQuickListedAgain(), "quick-listed.*heapkit: free\\(\\): double free of 0x[0-9a-f]+");
 }
 
+// A quick-listed block's size word overwritten while it waits (an overflow of the block
+// before it, by one byte or a fill) is reported when the lists are consolidated, before
+// its length is trusted: the mark gone, a length no block has, the free bit, high bits.
+TEST(HardenedLeaDeathTest, QuickListedWordOverwrittenIsReportedAtConsolidation) {
+  using Hardened = AdaptiveLeaHeap<heapkit::Hardened<MmapHeap>>;
+  auto overwriteThenConsolidate = [](auto overwrite) {
+    Hardened heap;
+    void* before = heap.malloc(24);
+    void* victim = heap.malloc(24);
+    void* fence = heap.malloc(24);
+    heap.free(victim);  // quick-listed, marked
+    overwrite(static_cast<std::uint64_t*>(victim) - 1);  // its size word
+    std::fputs("overwritten\n", stderr);
+    heap.free(heap.malloc(4000));  // consolidates the quick lists
+    (void)before;
+    (void)fence;
+  };
+  const char* reported = "overwritten.*heapkit: (free\\(\\): invalid pointer|corrupted free list at) 0x[0-9a-f]+";
+  // The mark's bit cleared (bit 47 of the word).
+  EXPECT_DEATH(overwriteThenConsolidate([](std::uint64_t* word) { *word &= ~(std::uint64_t{1} << 47); }), reported);
+  // A NUL into its low byte: length 0.
+  EXPECT_DEATH(overwriteThenConsolidate([](std::uint64_t* word) { *reinterpret_cast<unsigned char*>(word) = 0; }),
+               reported);
+  // An odd byte ('1'): the free bit.
+  EXPECT_DEATH(overwriteThenConsolidate([](std::uint64_t* word) { *reinterpret_cast<unsigned char*>(word) = '1'; }),
+               reported);
+  // A fill of 0xff over the whole word: the mark kept, every bit above it set.
+  EXPECT_DEATH(overwriteThenConsolidate([](std::uint64_t* word) { *word = ~std::uint64_t{0}; }), reported);
+}
+
 // The mark of a quick-listed block is the heap's own: a correct program never sees it in a
 // block it is handed (malloc clears it), and the heap's blocks stay consistent while the
 // quick lists hold marked blocks between free blocks (the model check, hardened).

@@ -46,12 +46,13 @@ class CoalesceHeap : public Super {
 
   // Hardened: a block a quick list above kept, marked retired (QuickListHeap), given back.
   // Its own word was checked when the list took it, and the mark has kept it from every
-  // free since, so of checkFreeable's checks only the next block's remain
-  // (BoundaryTags::unretire), which the list could not make cheaply when it took it.
+  // free since: BoundaryTags::unretire checks only that the word was not overwritten since
+  // (the mark, a block's length) and the next block's word, which the list could not check
+  // cheaply when it took it.
   void freeRetired(void* block)
-    requires(hardened<Super>() && requires(CoalesceHeap& heap) { Super::unretire(heap, block); })
+    requires(hardened<Super>() && requires { Super::unretire(block); })
   {
-    Super::unretire(*this, block);
+    Super::unretire(block);
     release(block);
   }
 

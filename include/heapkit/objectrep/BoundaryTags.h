@@ -150,20 +150,22 @@ struct BoundaryTags {
   }
 
   // Hardened: a block a quick list marked retired when it took it, given back to be freed
-  // (QuickListHeap's consolidation). Its own word was checked then (the list's range
-  // compare: in use, not retired, a block's length) and the mark has sent every free of it
-  // since to the full checks, so its word needs no range or free-bit test again; the mark
-  // must still be there (a word overwritten while listed, by an overflow of the block
-  // before it, is reported before its length is trusted) and goes. The next block's word
-  // is checked as checkFreeable checks it: a made-up pointer whose own word passed the
-  // list's compare is stopped here.
-  template <class H>
-  [[gnu::always_inline]] static void unretire(H& heap, void* block) {
-    std::size_t word = loadMetadata(heap, sizeWord(block));
-    if ((word & kRetired) == 0) [[unlikely]] hardening::corruptFreeList(block);
-    word &= ~kRetired;
-    storeMetadata(heap, sizeWord(block), word);
-    std::size_t next = loadMetadata(heap, sizeWord(static_cast<char*>(block) + (word & ~sizeword::kFlagMask)));
+  // (QuickListHeap's consolidation). Its word was checked then (the list's range compare:
+  // in use, not retired, a block's length) and the mark has sent every free of it since to
+  // the full checks. What can have changed is the word itself, overwritten while listed by
+  // an overflow of the block before it: it must hold the mark, no bit above it and no free
+  // bit (one compare), and then a block's length (checkFreeable's range compare), before
+  // the length is trusted. The next block's word is checked as checkFreeable checks it: a
+  // made-up pointer whose own word passed the list's compare is stopped here. Plain reads,
+  // as the other checks make: the counting heaps are never hardened.
+  [[gnu::always_inline]] static void unretire(void* block) {
+    std::size_t word = sizeWord(block);
+    if ((word & (~(kRetired - 1) | kFree)) != kRetired) [[unlikely]] hardening::corruptFreeList(block);
+    std::size_t bytes = word & ~(kRetired | sizeword::kFlagMask);
+    auto address = reinterpret_cast<std::uintptr_t>(block);
+    if (bytes - kMinBlockBytes > kAddressSpaceEnd - kMinBlockBytes - address) [[unlikely]] hardening::invalidPointer(block);
+    sizeWord(block) = word & ~kRetired;
+    std::size_t next = sizeWord(static_cast<char*>(block) + bytes);
     if ((next & kPreviousFree) != 0) [[unlikely]] hardening::doubleFree(block);
     if ((next & ~sizeword::kFlagMask) == kMinAlignment) [[unlikely]] hardening::invalidPointer(block);
   }
