@@ -131,10 +131,7 @@ struct BoundaryTags {
   // or corrupted).
   static void checkFreeable(void* block) {
     std::size_t bytes = blockBytes(block);
-    auto address = reinterpret_cast<std::uintptr_t>(block);
-    // Both bounds in one unsigned compare (a length under a block's wraps past the upper
-    // one). An address at or past the end never gets here: the read of its word faulted.
-    if (bytes - kMinBlockBytes > kAddressSpaceEnd - kMinBlockBytes - address) [[unlikely]] reportNotABlock(block);
+    checkLength(block, bytes);
     void* following = next(block);
     if (isFree(block)) [[unlikely]] {
       // A block this heap holds free also told its next block its length (setFree);
@@ -142,11 +139,7 @@ struct BoundaryTags {
       if (previousIsFree(following) && previousBytes(following) == bytes) hardening::doubleFree(block);
       hardening::invalidPointer(block);
     }
-    // Merged into the free block before it: its own word is stale, the next block's is not.
-    if (previousIsFree(following)) [[unlikely]] hardening::doubleFree(block);
-    // A length between the fence's (0) and a block's: lengths are multiples of 16, so 16.
-    static_assert(kMinBlockBytes == 2 * kMinAlignment);
-    if (blockBytes(following) == kMinAlignment) [[unlikely]] hardening::invalidPointer(block);
+    checkFollowing(block, following);
   }
 
   // Hardened: a block a quick list marked retired when it took it, given back to be freed
@@ -162,12 +155,26 @@ struct BoundaryTags {
     std::size_t word = sizeWord(block);
     if ((word & (~(kRetired - 1) | kFree)) != kRetired) [[unlikely]] hardening::corruptFreeList(block);
     std::size_t bytes = word & ~(kRetired | sizeword::kFlagMask);
-    auto address = reinterpret_cast<std::uintptr_t>(block);
-    if (bytes - kMinBlockBytes > kAddressSpaceEnd - kMinBlockBytes - address) [[unlikely]] hardening::invalidPointer(block);
+    checkLength(block, bytes);  // marked, so a bad length reports as no block's
     sizeWord(block) = word & ~kRetired;
-    std::size_t next = sizeWord(static_cast<char*>(block) + bytes);
-    if ((next & kPreviousFree) != 0) [[unlikely]] hardening::doubleFree(block);
-    if ((next & ~sizeword::kFlagMask) == kMinAlignment) [[unlikely]] hardening::invalidPointer(block);
+    checkFollowing(block, static_cast<char*>(block) + bytes);
+  }
+
+  // checkFreeable's and unretire's: `bytes`, the block's length, is a block's and stays
+  // within the address space. Both bounds in one unsigned compare (a length under a
+  // block's wraps past the upper one). An address at or past the end never gets here: the
+  // read of its word faulted.
+  [[gnu::always_inline]] static void checkLength(void* block, std::size_t bytes) {
+    auto address = reinterpret_cast<std::uintptr_t>(block);
+    if (bytes - kMinBlockBytes > kAddressSpaceEnd - kMinBlockBytes - address) [[unlikely]] reportNotABlock(block);
+  }
+  // checkFreeable's and unretire's checks of the next block's word.
+  [[gnu::always_inline]] static void checkFollowing(void* block, void* following) {
+    // Merged into the free block before it: its own word is stale, the next block's is not.
+    if (previousIsFree(following)) [[unlikely]] hardening::doubleFree(block);
+    // A length between the fence's (0) and a block's: lengths are multiples of 16, so 16.
+    static_assert(kMinBlockBytes == 2 * kMinAlignment);
+    if (blockBytes(following) == kMinAlignment) [[unlikely]] hardening::invalidPointer(block);
   }
 
   // A length no block has: a retired block's (freed a second time), or no block's.
